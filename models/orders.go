@@ -1,0 +1,275 @@
+package models
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/mail"
+	"sort"
+	"strings"
+
+	"gorm.io/gorm"
+)
+
+// Item is one requested line of an order: a SKU of the tenant's catalogue and a quantity.
+type Item struct {
+	SKU      string `json:"sku"`
+	Quantity int    `json:"quantity"`
+}
+
+// Address is where an order ships. Country is an ISO 3166 alpha-2 code.
+type Address struct {
+	Name       string `json:"name"`
+	Address    string `json:"address"`
+	City       string `json:"city"`
+	PostalCode string `json:"postal_code"`
+	Country    string `json:"country"`
+}
+
+// NewOrder is everything needed to place an order. TenantID comes from the credential or the
+// storefront, never from a request body. CartID is set when the order comes from a browser cart.
+type NewOrder struct {
+	TenantID       string
+	CartID         string
+	SessionID      string
+	Email          string
+	Shipping       Address
+	ShippingMethod string
+	Items          []Item
+}
+
+// Normalize trims white space and upper-cases the country, so that validation and the
+// idempotency fingerprint see one spelling of the same request.
+func (n *NewOrder) Normalize() {
+	n.Email = strings.TrimSpace(n.Email)
+	n.Shipping.Name = strings.TrimSpace(n.Shipping.Name)
+	n.Shipping.Address = strings.TrimSpace(n.Shipping.Address)
+	n.Shipping.City = strings.TrimSpace(n.Shipping.City)
+	n.Shipping.PostalCode = strings.TrimSpace(n.Shipping.PostalCode)
+	n.Shipping.Country = strings.ToUpper(strings.TrimSpace(n.Shipping.Country))
+	n.ShippingMethod = strings.TrimSpace(n.ShippingMethod)
+	if n.ShippingMethod == "" {
+		n.ShippingMethod = ShippingStandard
+	}
+	for i := range n.Items {
+		n.Items[i].SKU = strings.TrimSpace(n.Items[i].SKU)
+	}
+}
+
+// Validate checks the order's shape (not the catalogue) and returns an invalid_request error
+// whose Fields name each problem, keyed by the form field name.
+func (n *NewOrder) Validate() error {
+	fields := map[string]string{}
+	if n.Email == "" {
+		fields["email"] = "Enter your e-mail address."
+	} else if a, err := mail.ParseAddress(n.Email); err != nil || a.Address != n.Email || len(n.Email) > 254 {
+		fields["email"] = "Enter a valid e-mail address, like name@example.com."
+	}
+	required := map[string]string{
+		"name": n.Shipping.Name, "address": n.Shipping.Address,
+		"city": n.Shipping.City, "postal_code": n.Shipping.PostalCode,
+	}
+	for field, v := range required {
+		if v == "" {
+			fields[field] = "This field is required."
+		} else if len(v) > 200 {
+			fields[field] = "At most 200 characters."
+		}
+	}
+	if !isAlpha2(n.Shipping.Country) {
+		fields["country"] = "Choose a country (two-letter code such as US or DE)."
+	}
+	if n.ShippingMethod != ShippingStandard && n.ShippingMethod != ShippingExpress {
+		fields["shipping_method"] = "Choose standard or express shipping."
+	}
+	if len(n.Items) == 0 {
+		fields["items"] = "The order has no items."
+	} else if len(n.Items) > 50 {
+		fields["items"] = "At most 50 different products per order."
+	}
+	seen := map[string]bool{}
+	for i, it := range n.Items {
+		key := fmt.Sprintf("items[%d]", i)
+		switch {
+		case it.SKU == "":
+			fields[key] = "Each item needs a sku."
+		case it.Quantity < 1 || it.Quantity > MaxLineQuantity:
+			fields[key] = fmt.Sprintf("Quantity must be between 1 and %d.", MaxLineQuantity)
+		case seen[it.SKU]:
+			fields[key] = fmt.Sprintf("SKU %s appears twice; send one line with the total quantity.", it.SKU)
+		}
+		seen[it.SKU] = true
+	}
+	if len(fields) > 0 {
+		return Invalid("The order is not valid.", fields)
+	}
+	return nil
+}
+
+func isAlpha2(s string) bool {
+	return len(s) == 2 && s[0] >= 'A' && s[0] <= 'Z' && s[1] >= 'A' && s[1] <= 'Z'
+}
+
+// ErrCartConverted is returned when an order is placed from a cart that already became an order.
+var ErrCartConverted = &Error{Kind: KindConflict, Code: "cart_already_converted",
+	Message: "this cart has already been turned into an order"}
+
+// OrderStore places and reads orders.
+type OrderStore struct{ db *gorm.DB }
+
+// NewOrderStore returns an OrderStore on db.
+func NewOrderStore(db *gorm.DB) *OrderStore { return &OrderStore{db: db} }
+
+// Create places an order in one transaction. See CreateOrderTx for what it checks.
+func (s *OrderStore) Create(ctx context.Context, in NewOrder) (*Order, error) {
+	var order *Order
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var err error
+		order, err = CreateOrderTx(tx, in)
+		return err
+	})
+	return order, err
+}
+
+// CreateOrderTx places an order inside the caller's transaction, so that an idempotency key or
+// a recovery point can commit together with it. It validates in, prices every line from the
+// tenant's catalogue (a snapshot), reserves stock with a conditional decrement, inserts the
+// order and its lines with status pending_payment, and converts the cart if there is one.
+//
+// Errors: invalid_request (shape), unknown_product (a SKU not in the catalogue),
+// ErrOutOfStock (naming the SKU), ErrCartConverted.
+func CreateOrderTx(tx *gorm.DB, in NewOrder) (*Order, error) {
+	in.Normalize()
+	if err := in.Validate(); err != nil {
+		return nil, err
+	}
+	skus := make([]string, len(in.Items))
+	for i, it := range in.Items {
+		skus[i] = it.SKU
+	}
+	var products []Product
+	if err := tx.Where("tenant_id = ? AND sku IN ?", in.TenantID, skus).Find(&products).Error; err != nil {
+		return nil, fmt.Errorf("load products: %w", err)
+	}
+	bySKU := make(map[string]Product, len(products))
+	for _, p := range products {
+		bySKU[p.SKU] = p
+	}
+	order := &Order{
+		ID: NewID("ord"), TenantID: in.TenantID, Email: in.Email,
+		ShippingName: in.Shipping.Name, ShippingAddress: in.Shipping.Address,
+		ShippingCity: in.Shipping.City, ShippingPostalCode: in.Shipping.PostalCode,
+		ShippingCountry: in.Shipping.Country, ShippingMethod: in.ShippingMethod,
+		ShippingAmount: ShippingCost(in.ShippingMethod), Status: OrderPendingPayment,
+	}
+	if in.CartID != "" {
+		order.CartID = &in.CartID
+	}
+	if in.SessionID != "" {
+		order.SessionID = &in.SessionID
+	}
+	for i, it := range in.Items {
+		p, ok := bySKU[it.SKU]
+		if !ok {
+			return nil, unknownProduct(it.SKU)
+		}
+		if order.Currency == "" {
+			order.Currency = p.Currency
+		} else if order.Currency != p.Currency {
+			return nil, Invalid("All items of an order must be priced in one currency.", map[string]string{"items": "mixed currencies"})
+		}
+		line := OrderLine{OrderID: order.ID, LineNo: i + 1, ProductID: p.ID, SKU: p.SKU, Name: p.Name,
+			UnitAmount: p.Amount, Quantity: it.Quantity, Amount: p.Amount * int64(it.Quantity)}
+		order.Lines = append(order.Lines, line)
+		order.SubtotalAmount += line.Amount
+	}
+	order.Amount = order.SubtotalAmount + order.ShippingAmount
+
+	if err := reserveStock(tx, order.Lines); err != nil {
+		return nil, err
+	}
+	if in.CartID != "" {
+		res := tx.Model(&Cart{}).Where("id = ? AND tenant_id = ? AND status = ?", in.CartID, in.TenantID, CartOpen).
+			Updates(map[string]any{"status": CartConverted, "updated_at": tx.NowFunc()})
+		if res.Error != nil {
+			return nil, fmt.Errorf("convert cart: %w", res.Error)
+		}
+		if res.RowsAffected == 0 {
+			return nil, ErrCartConverted
+		}
+	}
+	if err := tx.Omit("Lines", "Payments").Create(order).Error; err != nil {
+		if isUniqueViolation(err) && in.CartID != "" {
+			return nil, ErrCartConverted
+		}
+		return nil, fmt.Errorf("insert order: %w", err)
+	}
+	if err := tx.Create(&order.Lines).Error; err != nil {
+		return nil, fmt.Errorf("insert order lines: %w", err)
+	}
+	return order, nil
+}
+
+// reserveStock takes each line's quantity out of stock with a conditional decrement
+// ("… WHERE stock >= quantity"), so two orders racing for the last unit cannot both win, on
+// either database, without reading stock first. It is one statement per line, on purpose:
+// orders have a handful of lines, and a failed line tells us exactly which SKU ran out. Lines
+// are taken in product id order so two concurrent orders lock rows in the same order and
+// cannot deadlock.
+func reserveStock(tx *gorm.DB, lines []OrderLine) error {
+	sorted := append([]OrderLine(nil), lines...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].ProductID < sorted[j].ProductID })
+	for _, l := range sorted {
+		res := tx.Model(&Product{}).Where("id = ? AND stock >= ?", l.ProductID, l.Quantity).
+			Update("stock", gorm.Expr("stock - ?", l.Quantity))
+		if res.Error != nil {
+			return fmt.Errorf("reserve stock for %s: %w", l.SKU, res.Error)
+		}
+		if res.RowsAffected == 0 {
+			var available int
+			if err := tx.Model(&Product{}).Where("id = ?", l.ProductID).Pluck("stock", &available).Error; err != nil {
+				return fmt.Errorf("read stock for %s: %w", l.SKU, err)
+			}
+			return outOfStock(l.SKU, available)
+		}
+	}
+	return nil
+}
+
+// Get returns the tenant's order with its lines and payments, or ErrNotFound (also for an order
+// of another tenant: it must look as if it did not exist).
+func (s *OrderStore) Get(ctx context.Context, tenantID, id string) (*Order, error) {
+	return getOrder(s.db.WithContext(ctx).Where("tenant_id = ?", tenantID), id)
+}
+
+// GetAnyTenant returns an order by its unguessable id alone. The storefront uses it for the
+// confirmation page, whose URL is the order's capability.
+func (s *OrderStore) GetAnyTenant(ctx context.Context, id string) (*Order, error) {
+	return getOrder(s.db.WithContext(ctx), id)
+}
+
+func getOrder(q *gorm.DB, id string) (*Order, error) {
+	var o Order
+	err := q.Preload("Lines", func(db *gorm.DB) *gorm.DB { return db.Order("line_no") }).
+		Preload("Payments", func(db *gorm.DB) *gorm.DB { return db.Order("created_at, id") }).
+		Where("id = ?", id).Take(&o).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return nil, Errorf(KindNotFound, ErrNotFound.Code, "no order %q", id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get order: %w", err)
+	}
+	return &o, nil
+}
+
+// ListForSession returns the browser session's orders in the tenant's shop, newest first.
+func (s *OrderStore) ListForSession(ctx context.Context, tenantID, sessionID string) ([]Order, error) {
+	var os []Order
+	err := s.db.WithContext(ctx).Preload("Lines", func(db *gorm.DB) *gorm.DB { return db.Order("line_no") }).
+		Where("tenant_id = ? AND session_id = ?", tenantID, sessionID).
+		Order("created_at DESC, id").Limit(100).Find(&os).Error
+	if err != nil {
+		return nil, fmt.Errorf("list orders: %w", err)
+	}
+	return os, nil
+}
