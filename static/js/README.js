@@ -1,0 +1,1 @@
+// Checkout Lab browser scripts live here.
