@@ -1,0 +1,48 @@
+package main
+
+import (
+	"io"
+	"strings"
+	"testing"
+	"time"
+)
+
+func envOf(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestLoadConfig(t *testing.T) {
+	t.Run("OKDefaults", func(t *testing.T) {
+		cfg, err := loadConfig(nil, envOf(nil), io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.ShopAddr != "127.0.0.1:8080" || cfg.GatewayAddr != "127.0.0.1:8081" || cfg.GatewayURL != "" ||
+			cfg.ShopPublicURL != "http://127.0.0.1:8080" || cfg.DataDir != "./data" || cfg.DatabaseURL != "" ||
+			cfg.IdempotencyLease != 30*time.Second || cfg.IdempotencyRetention != 24*time.Hour ||
+			cfg.WebhookSecret != demoWebhookSecret || cfg.APIKeys["acme"] != "sk_test_acme" {
+			t.Errorf("got %+v, want the contract's defaults", cfg)
+		}
+	})
+	t.Run("OKFlagWinsOverEnv", func(t *testing.T) {
+		cfg, err := loadConfig([]string{"-addr", "127.0.0.1:9000"}, envOf(map[string]string{"SHOP_ADDR": "127.0.0.1:7000"}), io.Discard)
+		if err != nil || cfg.ShopAddr != "127.0.0.1:9000" || cfg.ShopPublicURL != "http://127.0.0.1:9000" {
+			t.Errorf("got %q, %q (%v), want the flag's address", cfg.ShopAddr, cfg.ShopPublicURL, err)
+		}
+	})
+	bad := map[string]map[string]string{
+		"IDEMPOTENCY_LEASE":     {"IDEMPOTENCY_LEASE": "soon"},
+		"IDEMPOTENCY_RETENTION": {"IDEMPOTENCY_RETENTION": "-1h"},
+		"SHOP_ADDR":             {"SHOP_ADDR": "8080"},
+		"DATABASE_URL":          {"DATABASE_URL": "mysql://x"},
+		"SHOP_CRASH_AT":         {"SHOP_CRASH_AT": "somewhere"},
+		"WEBHOOK_SECRET":        {"WEBHOOK_SECRET": "hunter2"},
+		"SHOP_API_KEYS":         {"SHOP_API_KEYS": "acme=sk_test_acme"},
+	}
+	for name, env := range bad {
+		t.Run("Err"+name, func(t *testing.T) {
+			_, err := loadConfig(nil, envOf(env), io.Discard)
+			if err == nil || !strings.Contains(err.Error(), name) {
+				t.Errorf("got %v, want an error naming %s", err, name)
+			}
+		})
+	}
+}
