@@ -1,0 +1,20 @@
+// Package fakegateway is Checkout Lab's fake payment provider: a real HTTP service with its own
+// persisted ledger, its own idempotency keys, Standard Webhooks signed events delivered by a
+// background sender with retries, and every fault of the lab on demand.
+//
+// It plays "the other company". It shares no code paths with the shop's payment logic, keeps
+// its own tables (prefixed gw_, see migrations/gateway) and can run in its own process
+// (cmd/fakegateway) or inside the shop's process on its own listener:
+//
+//	db, err := fakegateway.OpenDB(ctx, databaseURL, dataDir) // opens and migrates
+//	gw, err := fakegateway.New(fakegateway.Config{DB: db, WebhookURL: shopURL + "/webhooks/gateway", WebhookSecret: secret})
+//	go gw.Start(ctx)                      // the webhook sender, until ctx ends
+//	srv := &http.Server{Handler: gw.Handler()}
+//	...
+//	gw.Close()
+//
+// Faults strike at an exact point relative to the commit of a charge, which is the whole point:
+// a response lost after the commit (commit_then_drop) is a different problem from an error
+// before it (error_before_commit), and a client must tell them apart. docs/failure-modes.md
+// explains each fault for users.
+package fakegateway
