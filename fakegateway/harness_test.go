@@ -77,6 +77,7 @@ type received struct {
 	ID        string
 	Type      string
 	Timestamp string
+	Signature string
 	Body      []byte
 	Event     payments.GatewayEvent
 }
@@ -119,7 +120,8 @@ func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
 	var ev payments.GatewayEvent
 	_ = json.Unmarshal(body, &ev)
 	r.got = append(r.got, received{ID: req.Header.Get("webhook-id"), Type: ev.Type,
-		Timestamp: req.Header.Get("webhook-timestamp"), Body: body, Event: ev})
+		Timestamp: req.Header.Get("webhook-timestamp"),
+		Signature: req.Header.Get("webhook-signature"), Body: body, Event: ev})
 	w.WriteHeader(http.StatusNoContent)
 }
 

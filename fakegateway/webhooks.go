@@ -287,6 +287,7 @@ type Delivery struct {
 	Attempts      []Attempt `json:"attempts"`
 	NextAttemptAt time.Time `json:"next_attempt_at"`
 	LastError     string    `json:"last_error,omitempty"`
+	Created       time.Time `json:"created_at"`
 }
 
 // Attempt is one try at a delivery.
@@ -300,7 +301,8 @@ type Attempt struct {
 
 func (d deliveryRow) view(ev eventRow, attempts []attemptRow) Delivery {
 	out := Delivery{ID: d.ID, EventID: d.EventID, EventType: ev.Type, ChargeID: ev.ChargeID, Reason: d.Reason,
-		Status: d.Status, NextAttemptAt: d.NextAttemptAt, LastError: d.LastError, Attempts: []Attempt{}}
+		Status: d.Status, NextAttemptAt: d.NextAttemptAt, LastError: d.LastError, Created: d.CreatedAt,
+		Attempts: []Attempt{}}
 	for _, a := range attempts {
 		out.Attempts = append(out.Attempts, Attempt{Attempt: a.Attempt, StatusCode: a.StatusCode,
 			LatencyMS: a.LatencyMS, Error: a.Error, At: a.CreatedAt})
