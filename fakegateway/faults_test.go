@@ -26,6 +26,20 @@ func (g *testGateway) chargesUnder(t *testing.T, k string) []fakegateway.Charge 
 	return list.Data
 }
 
+// settledChargesUnder waits (generously) until want charges exist under key, for requests
+// whose client gave up while the gateway may still be committing, and returns them.
+func (g *testGateway) settledChargesUnder(t *testing.T, k string, want int) []fakegateway.Charge {
+	t.Helper()
+	deadline := time.Now().Add(waitFor)
+	for {
+		got := g.chargesUnder(t, k)
+		if len(got) >= want || time.Now().After(deadline) {
+			return got
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 func TestFaults(t *testing.T) {
 	forEachDialect(t, func(t *testing.T, dialect string) {
 		g := mustGateway(t, dialect, noSender)
@@ -106,7 +120,7 @@ func TestFaults(t *testing.T) {
 			if err == nil || isTimeout(err) {
 				t.Fatalf("got %v %d, want EOF or a reset", err, r.Status)
 			}
-			committed := g.chargesUnder(t, "f-ctd")
+			committed := g.settledChargesUnder(t, "f-ctd", 1)
 			if len(committed) != 1 || committed[0].Status != "succeeded" {
 				t.Fatalf("got %+v, want one succeeded charge", committed)
 			}
@@ -118,7 +132,7 @@ func TestFaults(t *testing.T) {
 			if !isTimeout(err) {
 				t.Fatalf("got %v, want a client timeout", err)
 			}
-			committed := g.chargesUnder(t, "f-ctdl")
+			committed := g.settledChargesUnder(t, "f-ctdl", 1)
 			if len(committed) != 1 {
 				t.Fatalf("got %d charges, want 1", len(committed))
 			}
@@ -174,7 +188,7 @@ func TestFaults(t *testing.T) {
 			if _, err := charge("c-drop", cardDrop, waitFor); err == nil || isTimeout(err) {
 				t.Fatalf("got %v, want EOF or a reset", err)
 			}
-			committed := g.chargesUnder(t, "c-drop")
+			committed := g.settledChargesUnder(t, "c-drop", 1)
 			if len(committed) != 1 {
 				t.Fatalf("got %d charges, want 1", len(committed))
 			}
@@ -191,7 +205,7 @@ func TestFaults(t *testing.T) {
 			if _, err := charge("c-delay", cardDelay, 200*time.Millisecond); !isTimeout(err) {
 				t.Fatalf("got %v, want a client timeout", err)
 			}
-			if n := len(g.chargesUnder(t, "c-delay")); n != 1 {
+			if n := len(g.settledChargesUnder(t, "c-delay", 1)); n != 1 {
 				t.Fatalf("got %d charges, want 1", n)
 			}
 			if r, err := charge("c-delay", cardDelay, waitFor); err != nil || r.Status != http.StatusCreated {
