@@ -1,6 +1,7 @@
 package fakegateway
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -57,7 +58,7 @@ func (g *Gateway) postFault(c echo.Context) error {
 		f, err = g.armFault(c.Request().Context(), req)
 	}
 	if fromForm {
-		return redirectHome(c, err)
+		return g.redirectHome(c, err)
 	}
 	if err != nil {
 		return err
@@ -68,7 +69,7 @@ func (g *Gateway) postFault(c echo.Context) error {
 func (g *Gateway) deleteFaults(c echo.Context) error {
 	err := g.disarmAll(c.Request().Context())
 	if isForm(c) {
-		return redirectHome(c, err)
+		return g.redirectHome(c, err)
 	}
 	if err != nil {
 		return err
@@ -88,7 +89,7 @@ func (g *Gateway) listDeliveries(c echo.Context) error {
 func (g *Gateway) postResend(c echo.Context) error {
 	d, err := g.resendEvent(c.Request().Context(), c.Param("id"))
 	if isForm(c) {
-		return redirectHome(c, err)
+		return g.redirectHome(c, err)
 	}
 	if err != nil {
 		return err
@@ -101,16 +102,16 @@ func isForm(c echo.Context) bool {
 }
 
 // redirectHome answers a form post with a 303 to the page, carrying a failure message if
-// there was one (only messages meant for users; anything else is logged by the caller's
-// error handler and shown generically).
-func redirectHome(c echo.Context, err error) error {
+// there was one: the message of a 400 as is, anything else logged and shown generically.
+func (g *Gateway) redirectHome(c echo.Context, err error) error {
 	target := "/"
 	if err != nil {
 		msg := "the gateway failed unexpectedly"
-		if ae, ok := err.(*apiError); ok {
+		var ae *apiError
+		if errors.As(err, &ae) {
 			msg = ae.Message
 		} else {
-			c.Logger().Error(err)
+			g.log.ErrorContext(c.Request().Context(), "form action failed", "path", c.Path(), "err", err)
 		}
 		target = "/?error=" + url.QueryEscape(msg)
 	}
