@@ -7,11 +7,13 @@
 // (cmd/fakegateway) or inside the shop's process on its own listener:
 //
 //	db, err := fakegateway.OpenDB(ctx, databaseURL, dataDir) // opens and migrates
-//	gw, err := fakegateway.New(fakegateway.Config{DB: db, WebhookURL: shopURL + "/webhooks/gateway", WebhookSecret: secret})
-//	go gw.Start(ctx)                      // the webhook sender, until ctx ends
-//	srv := &http.Server{Handler: gw.Handler()}
-//	...
-//	gw.Close()
+//	gw, err := fakegateway.New(fakegateway.Config{DB: db,
+//		WebhookURL: shopPublicURL + "/webhooks/gateway", WebhookSecret: secret, Logger: log})
+//	ln, err := net.Listen("tcp", gatewayAddr)
+//	err = gw.Serve(ctx, ln) // API + webhook sender until ctx ends, then a graceful stop
+//
+// or, to mount it elsewhere: gw.Handler() is the http.Handler, go gw.Start(ctx) runs the
+// sender, gw.Close() releases hanging fault handlers and stops the sender.
 //
 // Faults strike at an exact point relative to the commit of a charge, which is the whole point:
 // a response lost after the commit (commit_then_drop) is a different problem from an error

@@ -2,16 +2,13 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"net/url"
 	"strings"
-	"time"
 
 	"checkoutlab/fakegateway"
 	"checkoutlab/models"
@@ -61,9 +58,8 @@ func loadConfig(args []string, getenv func(string) string, stdout io.Writer) (co
 	return cfg, nil
 }
 
-// run starts the gateway and serves until ctx ends, then shuts down gracefully: hanging fault
-// handlers are released, in-flight requests finish, the sender stops (pending deliveries stay
-// in the database for the next start).
+// run starts the gateway and serves until ctx ends, then shuts down gracefully (see
+// fakegateway.Gateway.Serve).
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	cfg, err := loadConfig(args, getenv, stdout)
 	if err != nil {
@@ -85,35 +81,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
 	}
-	// No write timeout: the delay and timeout faults hold responses back on purpose.
-	srv := &http.Server{Handler: gw.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	senderDone := make(chan struct{})
-	go func() { defer close(senderDone); gw.Start(ctx) }()
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
 	fmt.Fprintf(stdout, "fakegateway listening on http://%s\n", ln.Addr())
-	log.Info("fakegateway started", "addr", ln.Addr().String(), "webhook_url", cfg.WebhookURL,
-		"database", databaseKind(cfg.DatabaseURL), "demo_secret", cfg.WebhookSecret == fakegateway.DemoWebhookSecret)
-
-	select {
-	case <-ctx.Done():
-	case err := <-serveErr:
-		_ = gw.Close()
-		<-senderDone
-		return fmt.Errorf("serve: %w", err)
-	}
-	log.Info("fakegateway shutting down")
-	_ = gw.Close()
-	<-senderDone
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(shutdownCtx); err != nil {
-		return fmt.Errorf("shutdown: %w", err)
-	}
-	if err := <-serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("serve: %w", err)
-	}
-	return nil
+	log.Info("fakegateway started", "addr", ln.Addr().String(), "database", databaseKind(cfg.DatabaseURL),
+		"demo_secret", cfg.WebhookSecret == fakegateway.DemoWebhookSecret)
+	return gw.Serve(ctx, ln)
 }
 
 func databaseKind(url string) string {
