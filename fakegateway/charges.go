@@ -186,7 +186,7 @@ func (g *Gateway) createCharge(c echo.Context) error {
 	}
 	g.nudge()
 	log = log.With("charge_id", res.charge.ID, "status", res.charge.Status, "replayed", res.replayed)
-	log.InfoContext(ctx, "charge answered")
+	log.InfoContext(ctx, "charge committed or replayed")
 
 	// After the commit: the charge exists whatever the client sees now.
 	after := ""

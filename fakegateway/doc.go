@@ -15,6 +15,11 @@
 // or, to mount it elsewhere: gw.Handler() is the http.Handler, go gw.Start(ctx) runs the
 // sender, gw.Close() releases hanging fault handlers and stops the sender.
 //
+// Run one gateway process per database: the sender assumes it is alone, and two senders would
+// both send the pending deliveries (harmless for an at-least-once receiver, but confusing to
+// watch). Armed faults live in the database (gw_faults) and survive a restart; the random
+// source of a fault with probability < 1 lives in memory and restarts from the fault's seed.
+//
 // Faults strike at an exact point relative to the commit of a charge, which is the whole point:
 // a response lost after the commit (commit_then_drop) is a different problem from an error
 // before it (error_before_commit), and a client must tell them apart. docs/failure-modes.md
