@@ -47,7 +47,7 @@ func (g *Gateway) handleError(err error, c echo.Context) {
 	switch {
 	case errors.As(err, &ae):
 	case errors.As(err, &he):
-		ae = &apiError{Status: he.Code, Code: http.StatusText(he.Code), Message: fmt.Sprint(he.Message)}
+		ae = &apiError{Status: he.Code, Code: "http_error", Message: fmt.Sprint(he.Message)}
 		switch he.Code {
 		case http.StatusNotFound:
 			ae.Code, ae.Message = "not_found", "no such endpoint"

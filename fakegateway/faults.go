@@ -37,7 +37,7 @@ type faultSpec struct {
 	Code        bool
 }
 
-// FaultNames lists every fault in the order the gateway page shows them.
+// faultSpecs lists every fault, in the order the gateway page shows them.
 var faultSpecs = []faultSpec{
 	{Name: faultLatency, Description: "waits delay_ms, then charges and answers normally", Delay: true},
 	{Name: faultErrorBeforeCommit, Description: "answers status (default 503); nothing is charged", Status: true},

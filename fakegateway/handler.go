@@ -46,7 +46,7 @@ func (g *Gateway) logRequests(next echo.HandlerFunc) echo.HandlerFunc {
 		if err != nil {
 			c.Error(err)
 		}
-		g.log.LogAttrs(context.Background(), levelFor(c.Response().Status), "request",
+		g.log.LogAttrs(context.Background(), levelFor(c.Request().Method, c.Response().Status), "request",
 			slogAttrs(c, time.Since(start))...)
 		return nil
 	}

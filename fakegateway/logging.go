@@ -7,11 +7,17 @@ import (
 	"github.com/labstack/echo/v4"
 )
 
-func levelFor(status int) slog.Level {
-	if status >= 500 {
+// levelFor keeps the page's two-second refresh out of the default log while showing every
+// call that changes something or fails.
+func levelFor(method string, status int) slog.Level {
+	switch {
+	case status >= 500:
 		return slog.LevelWarn
+	case method == "GET" && status < 400:
+		return slog.LevelDebug
+	default:
+		return slog.LevelInfo
 	}
-	return slog.LevelDebug
 }
 
 func slogAttrs(c echo.Context, took time.Duration) []slog.Attr {
