@@ -1,0 +1,152 @@
+package fakegateway
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+)
+
+// Ledger is the body of GET /_control/ledger: every charge, oldest first.
+type Ledger struct {
+	Charges []Charge `json:"charges"`
+}
+
+// FaultList is the body of GET /_control/faults: the faults that can still strike.
+type FaultList struct {
+	Faults []Fault `json:"faults"`
+}
+
+// DeliveryList is the body of GET /_control/deliveries: the newest deliveries first.
+type DeliveryList struct {
+	Deliveries []Delivery `json:"deliveries"`
+}
+
+func (g *Gateway) ledger(c echo.Context) error {
+	var rows []chargeRow
+	if err := g.db.WithContext(c.Request().Context()).Order("created_at, id").Find(&rows).Error; err != nil {
+		return fmt.Errorf("load ledger: %w", err)
+	}
+	return c.JSON(http.StatusOK, Ledger{Charges: views(rows)})
+}
+
+func (g *Gateway) listFaults(c echo.Context) error {
+	faults, err := g.armedFaults(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, FaultList{Faults: faults})
+}
+
+// postFault arms a fault from a JSON body (the API) or a form (the page, which then gets a
+// 303 back to itself).
+func (g *Gateway) postFault(c echo.Context) error {
+	fromForm := isForm(c)
+	var req FaultRequest
+	var err error
+	if fromForm {
+		req, err = faultRequestFromForm(c)
+	} else {
+		err = readJSON(c, &req)
+	}
+	var f Fault
+	if err == nil {
+		f, err = g.armFault(c.Request().Context(), req)
+	}
+	if fromForm {
+		return g.redirectHome(c, err)
+	}
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusCreated, f)
+}
+
+func (g *Gateway) deleteFaults(c echo.Context) error {
+	err := g.disarmAll(c.Request().Context())
+	if isForm(c) {
+		return g.redirectHome(c, err)
+	}
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, FaultList{Faults: []Fault{}})
+}
+
+func (g *Gateway) listDeliveries(c echo.Context) error {
+	ds, err := g.deliveries(c.Request().Context(), 200)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, DeliveryList{Deliveries: ds})
+}
+
+// postResend handles POST /_control/events/:id/resend: 202 with the queued delivery.
+func (g *Gateway) postResend(c echo.Context) error {
+	d, err := g.resendEvent(c.Request().Context(), c.Param("id"))
+	if isForm(c) {
+		return g.redirectHome(c, err)
+	}
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusAccepted, d)
+}
+
+func isForm(c echo.Context) bool {
+	return strings.HasPrefix(c.Request().Header.Get(echo.HeaderContentType), echo.MIMEApplicationForm)
+}
+
+// redirectHome answers a form post with a 303 to the page, carrying a failure message if
+// there was one: the message of a 400 as is, anything else logged and shown generically.
+func (g *Gateway) redirectHome(c echo.Context, err error) error {
+	target := "/"
+	if err != nil {
+		msg := "the gateway failed unexpectedly"
+		var ae *apiError
+		if errors.As(err, &ae) {
+			msg = ae.Message
+		} else {
+			g.log.ErrorContext(c.Request().Context(), "form action failed", "path", c.Path(), "err", err)
+		}
+		target = "/?error=" + url.QueryEscape(msg)
+	}
+	return c.Redirect(http.StatusSeeOther, target)
+}
+
+// faultRequestFromForm reads the fault form of the page. Empty fields are absent.
+func faultRequestFromForm(c echo.Context) (FaultRequest, error) {
+	req := FaultRequest{Fault: c.FormValue("fault")}
+	ints := map[string]**int{"times": &req.Times, "delay_ms": &req.DelayMS, "status": &req.Status, "copies": &req.Copies}
+	for name, dst := range ints {
+		if s := strings.TrimSpace(c.FormValue(name)); s != "" {
+			n, err := strconv.Atoi(s)
+			if err != nil {
+				return req, invalid("%s must be a whole number", name)
+			}
+			*dst = &n
+		}
+	}
+	if s := strings.TrimSpace(c.FormValue("probability")); s != "" {
+		p, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return req, invalid("probability must be a number")
+		}
+		req.Probability = &p
+	}
+	if s := strings.TrimSpace(c.FormValue("seed")); s != "" {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return req, invalid("seed must be a whole number")
+		}
+		req.Seed = &n
+	}
+	if s := strings.TrimSpace(c.FormValue("code")); s != "" {
+		req.Code = &s
+	}
+	return req, nil
+}

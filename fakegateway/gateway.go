@@ -1,0 +1,201 @@
+package fakegateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"sync"
+	"time"
+
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+	"gorm.io/gorm"
+
+	"checkoutlab/migrations"
+	"checkoutlab/models"
+)
+
+// DemoWebhookSecret is the documented demo signing secret shared by the shop and the gateway
+// when WEBHOOK_SECRET is unset. It is public: never use it outside a demo.
+const DemoWebhookSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+
+// DBFileName is the SQLite file the gateway keeps under DATA_DIR when no DATABASE_URL is given.
+const DBFileName = "gateway.db"
+
+// Defaults of the webhook sender. The retry schedule is a compressed version of a real
+// provider's (which retries for days): 1 s, 2 s, 4 s … capped at RetryMax.
+const (
+	DefaultRetryBase       = time.Second
+	DefaultRetryMax        = 30 * time.Second
+	DefaultMaxAttempts     = 8
+	DefaultPollInterval    = 500 * time.Millisecond
+	DefaultDeliveryTimeout = 10 * time.Second
+	// DefaultFaultDelay is the delay_ms of timeout_before_commit and commit_then_delay when
+	// none is given: longer than any sensible client timeout.
+	DefaultFaultDelay = 30 * time.Second
+)
+
+// Config is everything New needs. DB is required and must already be migrated (OpenDB does
+// both); the zero value of every other field picks a documented default.
+type Config struct {
+	DB *gorm.DB
+	// WebhookURL receives every event, e.g. "http://127.0.0.1:8080/webhooks/gateway". Empty
+	// means events are recorded but not sent.
+	WebhookURL string
+	// WebhookSecret signs events the Standard Webhooks way ("whsec_" + base64). Default:
+	// DemoWebhookSecret.
+	WebhookSecret string
+	Logger        *slog.Logger
+	// RetryBase is the wait after the first failed attempt; it doubles per attempt up to
+	// RetryMax. MaxAttempts is how many attempts a delivery gets before it is marked failed.
+	RetryBase   time.Duration
+	RetryMax    time.Duration
+	MaxAttempts int
+	// PollInterval is how often the sender looks for due deliveries when nothing wakes it.
+	PollInterval time.Duration
+	// DeliveryTimeout bounds one POST to WebhookURL.
+	DeliveryTimeout time.Duration
+	// Now is the clock; tests may replace it. Default: time.Now.
+	Now func() time.Time
+}
+
+// Gateway is the fake provider: its HTTP API, its ledger and its webhook sender.
+type Gateway struct {
+	db         *gorm.DB
+	cfg        Config
+	log        *slog.Logger
+	signer     *standardwebhooks.Webhook
+	httpClient *http.Client
+	faults     *faultDice
+
+	wake      chan struct{} // nudges the sender after a commit that wrote deliveries
+	closing   chan struct{} // closed by Close: ends hanging fault handlers and the sender
+	closeOnce sync.Once
+	running   sync.WaitGroup
+}
+
+// New checks cfg and returns a Gateway. It returns an error if DB is nil, the webhook secret
+// is not "whsec_" + base64, or WebhookURL is not an absolute http(s) URL. New does not start
+// the sender: call Start.
+func New(cfg Config) (*Gateway, error) {
+	if cfg.DB == nil {
+		return nil, errors.New("fakegateway: Config.DB is required")
+	}
+	if cfg.WebhookSecret == "" {
+		cfg.WebhookSecret = DemoWebhookSecret
+	}
+	signer, err := standardwebhooks.NewWebhook(cfg.WebhookSecret)
+	if err != nil {
+		return nil, fmt.Errorf("fakegateway: webhook secret must be whsec_ followed by base64: %w", err)
+	}
+	if cfg.WebhookURL != "" {
+		u, err := url.Parse(cfg.WebhookURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("fakegateway: webhook URL %q is not an absolute http(s) URL", cfg.WebhookURL)
+		}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.RetryBase <= 0 {
+		cfg.RetryBase = DefaultRetryBase
+	}
+	if cfg.RetryMax <= 0 {
+		cfg.RetryMax = DefaultRetryMax
+	}
+	if cfg.RetryMax < cfg.RetryBase {
+		cfg.RetryMax = cfg.RetryBase
+	}
+	if cfg.MaxAttempts <= 0 {
+		cfg.MaxAttempts = DefaultMaxAttempts
+	}
+	if cfg.PollInterval <= 0 {
+		cfg.PollInterval = DefaultPollInterval
+	}
+	if cfg.DeliveryTimeout <= 0 {
+		cfg.DeliveryTimeout = DefaultDeliveryTimeout
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Gateway{
+		db:     cfg.DB,
+		cfg:    cfg,
+		log:    cfg.Logger.With("component", "fakegateway"),
+		signer: signer,
+		// The sender's client must not follow redirects into surprises or reuse a broken
+		// connection silently; a plain client with a timeout is what real providers use.
+		httpClient: &http.Client{Timeout: cfg.DeliveryTimeout},
+		faults:     newFaultDice(),
+		wake:       make(chan struct{}, 1),
+		closing:    make(chan struct{}),
+	}, nil
+}
+
+// OpenDB opens the gateway's database and applies its migrations: PostgreSQL when databaseURL
+// is set, otherwise the SQLite file DBFileName under dataDir. It returns an error if the
+// database cannot be reached or migrated.
+func OpenDB(ctx context.Context, databaseURL, dataDir string) (*gorm.DB, error) {
+	db, err := models.Open(ctx, databaseURL, dataDir, DBFileName)
+	if err != nil {
+		return nil, fmt.Errorf("open gateway database: %w", err)
+	}
+	if err := Migrate(ctx, db); err != nil {
+		models.Close(db)
+		return nil, err
+	}
+	return db, nil
+}
+
+// Migrate applies the gateway's migrations (migrations/gateway) to db.
+func Migrate(ctx context.Context, db *gorm.DB) error {
+	sqlDB, err := db.DB()
+	if err != nil {
+		return fmt.Errorf("migrate gateway: %w", err)
+	}
+	if err := migrations.Apply(ctx, sqlDB, models.Dialect(db), migrations.Gateway); err != nil {
+		return fmt.Errorf("migrate gateway: %w", err)
+	}
+	return nil
+}
+
+// Start runs the webhook sender until ctx ends or Close is called. It resumes every delivery
+// still pending in the database, including those left by a previous process. Start blocks;
+// run it in its own goroutine.
+func (g *Gateway) Start(ctx context.Context) {
+	g.running.Add(1)
+	defer g.running.Done()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-g.closing:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	g.runSender(ctx)
+}
+
+// Close stops the sender and releases handlers that are hanging on purpose (the timeout and
+// delay faults), then waits for the sender to return. It does not close the database, which
+// belongs to the caller. Close is safe to call more than once.
+func (g *Gateway) Close() error {
+	g.closeOnce.Do(func() { close(g.closing) })
+	g.running.Wait()
+	return nil
+}
+
+// now is the gateway's clock in UTC with microsecond precision, the precision both databases
+// keep, so a time read back compares equal to the one written.
+func (g *Gateway) now() time.Time { return g.cfg.Now().UTC().Truncate(time.Microsecond) }
+
+// nudge wakes the sender without blocking; one pending nudge is as good as many.
+func (g *Gateway) nudge() {
+	select {
+	case g.wake <- struct{}{}:
+	default:
+	}
+}
