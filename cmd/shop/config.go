@@ -33,6 +33,8 @@ type Config struct {
 	CrashAt              string
 	APIKeys              map[string]string // tenant id → API key, for seeding the demo
 	LogLevel             string
+
+	publicURLDefaulted bool // SHOP_PUBLIC_URL was not given: follow the real listen address
 }
 
 // loadConfig reads the environment through getenv, then flags from args.
@@ -85,6 +87,7 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (Co
 	}
 	if cfg.ShopPublicURL == "" {
 		cfg.ShopPublicURL = "http://" + cfg.ShopAddr
+		cfg.publicURLDefaulted = true
 	}
 	cfg.ShopPublicURL = strings.TrimRight(cfg.ShopPublicURL, "/")
 	cfg.GatewayURL = strings.TrimRight(cfg.GatewayURL, "/")

@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"gorm.io/gorm"
 
+	"checkoutlab/fakegateway"
 	"checkoutlab/handlers"
 	"checkoutlab/models"
 	"checkoutlab/static"
@@ -76,16 +78,36 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	return serve(ctx, cfg, db, logger, stdout)
 }
 
-// serve builds the HTTP server and runs it until ctx ends, then shuts down gracefully.
+// serve starts the in-process gateway (unless GATEWAY_URL is set), builds the HTTP server and
+// runs both until ctx ends, then shuts down gracefully.
 func serve(ctx context.Context, cfg Config, db *gorm.DB, logger *slog.Logger, stdout io.Writer) error {
-	registry := handlers.NewRegistry()
-	e := handlers.NewRouter(logger, registry)
-	mountRoutes(e, db, registry)
-
 	ln, err := net.Listen("tcp", cfg.ShopAddr)
 	if err != nil {
 		return fmt.Errorf("listen on SHOP_ADDR %s: %w", cfg.ShopAddr, err)
 	}
+	defer ln.Close()
+	if cfg.publicURLDefaulted {
+		// With SHOP_ADDR=…:0 the real port is known only now; webhooks must reach it.
+		cfg.ShopPublicURL = "http://" + ln.Addr().String()
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var background sync.WaitGroup
+	defer background.Wait()
+	if cfg.GatewayURL == "" {
+		url, err := startGateway(ctx, cfg, logger, &background)
+		if err != nil {
+			return err
+		}
+		cfg.GatewayURL = url
+		fmt.Fprintf(stdout, "checkoutlab: fake gateway listening on %s\n", url)
+	}
+
+	registry := handlers.NewRegistry()
+	e := handlers.NewRouter(logger, registry)
+	mountRoutes(e, db, registry)
+
 	srv := &http.Server{
 		Handler:           e,
 		ReadHeaderTimeout: 5 * time.Second,
@@ -105,12 +127,46 @@ func serve(ctx context.Context, cfg Config, db *gorm.DB, logger *slog.Logger, st
 	case <-ctx.Done():
 	}
 	logger.Info("shutting down")
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	shutdownCtx, cancelShutdown := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancelShutdown()
 	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("shutdown: %w", err)
 	}
 	return nil
+}
+
+// startGateway runs the fake payment gateway in this process, on its own listener and its
+// own database (DATA_DIR/gateway.db, or its gw_ tables in DATABASE_URL), exactly as
+// `go run ./cmd/fakegateway` would. It returns the gateway's base URL.
+func startGateway(ctx context.Context, cfg Config, logger *slog.Logger, wg *sync.WaitGroup) (string, error) {
+	gwDB, err := fakegateway.OpenDB(ctx, cfg.DatabaseURL, cfg.DataDir)
+	if err != nil {
+		return "", err
+	}
+	gw, err := fakegateway.New(fakegateway.Config{
+		DB:            gwDB,
+		WebhookURL:    cfg.ShopPublicURL + "/webhooks/gateway",
+		WebhookSecret: cfg.WebhookSecret,
+		Logger:        logger.With("component", "fakegateway"),
+	})
+	if err != nil {
+		models.Close(gwDB)
+		return "", err
+	}
+	ln, err := net.Listen("tcp", cfg.GatewayAddr)
+	if err != nil {
+		models.Close(gwDB)
+		return "", fmt.Errorf("listen on GATEWAY_ADDR %s: %w", cfg.GatewayAddr, err)
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer models.Close(gwDB)
+		if err := gw.Serve(ctx, ln); err != nil {
+			logger.Error("fake gateway stopped", "err", err)
+		}
+	}()
+	return "http://" + ln.Addr().String(), nil
 }
 
 // mountRoutes is the shop's whole URL space, in one place.

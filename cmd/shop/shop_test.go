@@ -13,9 +13,15 @@ import (
 	"checkoutlab/models/modelstest"
 )
 
+// Stack is a running shop and the gateway it talks to.
+type Stack struct {
+	Shop    string // base URL of the shop
+	Gateway string // base URL of the in-process fake gateway ("" with GATEWAY_URL)
+}
+
 // MustStartShop runs the real program, run(), on a free port with the given extra environment
-// and returns its base URL. The shop stops (and run must return) when the test ends.
-func MustStartShop(tb testing.TB, dialect string, extra map[string]string) string {
+// and returns its base URLs. The shop stops (and run must return) when the test ends.
+func MustStartShop(tb testing.TB, dialect string, extra map[string]string) Stack {
 	tb.Helper()
 	env := map[string]string{
 		"SHOP_ADDR":    "127.0.0.1:0",
@@ -47,34 +53,49 @@ func MustStartShop(tb testing.TB, dialect string, extra map[string]string) strin
 		}
 	})
 
-	urls := make(chan string, 1)
+	stacks := make(chan Stack, 1)
 	go func() {
+		var st Stack
 		sc := bufio.NewScanner(pr)
 		for sc.Scan() {
 			line := sc.Text()
+			if _, rest, ok := strings.Cut(line, "fake gateway listening on "); ok {
+				st.Gateway = strings.Fields(rest)[0]
+			}
 			if _, rest, ok := strings.Cut(line, "shop listening on "); ok {
-				urls <- strings.Fields(rest)[0]
+				st.Shop = strings.Fields(rest)[0]
+				stacks <- st
 			}
 		}
 		io.Copy(io.Discard, pr)
 	}()
 	select {
-	case u := <-urls:
-		return u
+	case st := <-stacks:
+		return st
 	case err := <-done:
 		tb.Fatalf("run ended before listening: %v", err)
 	case <-time.After(30 * time.Second):
 		tb.Fatal("shop did not start within 30s")
 	}
-	return ""
+	return Stack{}
 }
 
 func TestRun(t *testing.T) {
 	for _, dialect := range modelstest.Dialects {
 		t.Run(dialect, func(t *testing.T) {
-			base := MustStartShop(t, dialect, nil)
+			st := MustStartShop(t, dialect, nil)
+			base := st.Shop
 
-			res, err := http.Get(base + "/healthz")
+			res, err := http.Get(st.Gateway + "/_control/ledger")
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Body.Close()
+			if res.StatusCode != http.StatusOK {
+				t.Errorf("in-process gateway ledger: got %d, want 200", res.StatusCode)
+			}
+
+			res, err = http.Get(base + "/healthz")
 			if err != nil {
 				t.Fatal(err)
 			}

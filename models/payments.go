@@ -1,0 +1,188 @@
+package models
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"gorm.io/gorm"
+)
+
+// Payment and order statuses only move forward. These are the allowed predecessors of each
+// target status; every transition below is one conditional UPDATE ("… WHERE status IN
+// (predecessors)"), so a late, duplicate or reordered event can never move a status back, and
+// two writers racing for the same transition cannot both win.
+//
+//	payment: pending → succeeded | failed | refunded;  succeeded → refunded
+//	order:   pending_payment → paid | payment_failed;  payment_failed → paid
+var (
+	paymentPredecessors = map[string][]string{
+		PaymentSucceeded: {PaymentPending},
+		PaymentFailed:    {PaymentPending},
+		PaymentRefunded:  {PaymentPending, PaymentSucceeded},
+	}
+	orderPredecessors = map[string][]string{
+		OrderPaid:          {OrderPendingPayment, OrderPaymentFailed},
+		OrderPaymentFailed: {OrderPendingPayment},
+	}
+)
+
+// CanPaymentMove reports whether a payment may move from one status to another.
+func CanPaymentMove(from, to string) bool { return contains(paymentPredecessors[to], from) }
+
+// CanOrderMove reports whether an order may move from one status to another.
+func CanOrderMove(from, to string) bool { return contains(orderPredecessors[to], from) }
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// ErrOrderAlreadyPaid is returned when a new payment is attempted for a paid order.
+var ErrOrderAlreadyPaid = &Error{Kind: KindConflict, Code: "order_already_paid", Message: "this order has already been paid"}
+
+// ErrPaymentInProgress is returned when a new payment is attempted while another payment of the
+// same order has an outcome that is not known yet.
+var ErrPaymentInProgress = &Error{Kind: KindConflict, Code: "payment_in_progress",
+	Message: "another payment of this order is still being confirmed; wait for its outcome"}
+
+// NewPayment describes a payment to record before the gateway is called.
+type NewPayment struct {
+	TenantID        string
+	Order           *Order
+	PaymentMethodID string
+	CardLast4       string
+	CardBrand       string
+}
+
+// CreatePaymentTx inserts a pending payment for the order inside the caller's transaction. Its
+// gateway key is derived from its own id ("<payment id>:charge"): recorded before the gateway
+// is ever called, identical on every attempt and after a restart. It returns
+// ErrOrderAlreadyPaid or ErrPaymentInProgress when the order cannot take a new payment.
+func CreatePaymentTx(tx *gorm.DB, in NewPayment) (*Payment, error) {
+	switch in.Order.Status {
+	case OrderPaid:
+		return nil, ErrOrderAlreadyPaid
+	}
+	id := NewID("pay")
+	p := &Payment{
+		ID: id, TenantID: in.TenantID, OrderID: in.Order.ID, Status: PaymentPending,
+		Amount: in.Order.Amount, Currency: in.Order.Currency, PaymentMethodID: in.PaymentMethodID,
+		CardLast4: in.CardLast4, CardBrand: in.CardBrand, GatewayKey: GatewayKeyFor(id),
+	}
+	if err := tx.Create(p).Error; err != nil {
+		if isUniqueViolation(err) {
+			return nil, ErrPaymentInProgress // payments_one_pending_per_order
+		}
+		return nil, fmt.Errorf("insert payment: %w", err)
+	}
+	return p, nil
+}
+
+// GatewayKeyFor is the idempotency key the shop uses toward the gateway for a payment.
+func GatewayKeyFor(paymentID string) string { return paymentID + ":charge" }
+
+// PaymentTransition is the result of moving a payment: whether this call moved it (and so
+// owns the side effects of the move), and the payment and order as they are now.
+type PaymentTransition struct {
+	Moved   bool
+	Payment *Payment
+	Order   *Order
+}
+
+// SettlePaymentTx moves a payment to status (succeeded, failed or refunded) and its order along
+// with it (paid, or payment_failed), inside the caller's transaction. chargeID and declineCode
+// are recorded when given. Both the request path and the webhook path settle payments through
+// here, so whichever arrives first wins and the other finds the work done (Moved false).
+func SettlePaymentTx(tx *gorm.DB, paymentID, status, chargeID, declineCode string) (*PaymentTransition, error) {
+	preds, ok := paymentPredecessors[status]
+	if !ok {
+		return nil, fmt.Errorf("settle payment: %q is not a final status", status)
+	}
+	set := map[string]any{"status": status, "updated_at": tx.NowFunc()}
+	if chargeID != "" {
+		// Keep the first charge id we learned; a second one would be a second charge, which
+		// reconciliation reports rather than hides.
+		set["gateway_charge_id"] = gorm.Expr("COALESCE(gateway_charge_id, ?)", chargeID)
+	}
+	if declineCode != "" {
+		set["decline_code"] = declineCode
+	}
+	res := tx.Model(&Payment{}).Where("id = ? AND status IN ?", paymentID, preds).Updates(set)
+	if res.Error != nil {
+		return nil, fmt.Errorf("settle payment %s: %w", paymentID, res.Error)
+	}
+	moved := res.RowsAffected == 1
+	if moved {
+		orderStatus := ""
+		switch status {
+		case PaymentSucceeded:
+			orderStatus = OrderPaid
+		case PaymentFailed:
+			orderStatus = OrderPaymentFailed
+		}
+		if orderStatus != "" {
+			err := tx.Model(&Order{}).
+				Where("id = (?) AND status IN ?", tx.Model(&Payment{}).Select("order_id").Where("id = ?", paymentID), orderPredecessors[orderStatus]).
+				Updates(map[string]any{"status": orderStatus, "updated_at": tx.NowFunc()}).Error
+			if err != nil {
+				return nil, fmt.Errorf("move order of payment %s to %s: %w", paymentID, orderStatus, err)
+			}
+		}
+	}
+	var p Payment
+	if err := tx.Where("id = ?", paymentID).Take(&p).Error; err != nil {
+		return nil, fmt.Errorf("reload payment: %w", err)
+	}
+	o, err := getOrder(tx, p.OrderID)
+	if err != nil {
+		return nil, err
+	}
+	return &PaymentTransition{Moved: moved, Payment: &p, Order: o}, nil
+}
+
+// PaymentStore reads payments.
+type PaymentStore struct{ db *gorm.DB }
+
+// NewPaymentStore returns a PaymentStore on db.
+func NewPaymentStore(db *gorm.DB) *PaymentStore { return &PaymentStore{db: db} }
+
+// Get returns a payment by id, or ErrNotFound.
+func (s *PaymentStore) Get(ctx context.Context, id string) (*Payment, error) {
+	return getPayment(s.db.WithContext(ctx), id)
+}
+
+// GetTx returns a payment by id inside a transaction, or ErrNotFound.
+func GetPaymentTx(tx *gorm.DB, id string) (*Payment, error) { return getPayment(tx, id) }
+
+// GetOrderTx returns an order with its lines and payments inside a transaction.
+func GetOrderTx(tx *gorm.DB, id string) (*Order, error) { return getOrder(tx, id) }
+
+func getPayment(q *gorm.DB, id string) (*Payment, error) {
+	var p Payment
+	err := q.Where("id = ?", id).Take(&p).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return nil, Errorf(KindNotFound, ErrNotFound.Code, "no payment %q", id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get payment: %w", err)
+	}
+	return &p, nil
+}
+
+// ByChargeID finds the payment that recorded a gateway charge id, or ErrNotFound.
+func (s *PaymentStore) ByChargeID(ctx context.Context, chargeID string) (*Payment, error) {
+	var p Payment
+	err := s.db.WithContext(ctx).Where("gateway_charge_id = ?", chargeID).Take(&p).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("payment by charge: %w", err)
+	}
+	return &p, nil
+}
