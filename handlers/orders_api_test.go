@@ -175,6 +175,10 @@ func TestOrdersIdempotency(t *testing.T) {
 			MustSameAnswer(t, first, a.post(t, request{key: "order-1", body: orderBody}))
 			MustSameAnswer(t, first, a.post(t, request{key: "order-1", body: orderBodyRespelled}))
 			MustCountOrders(t, db, 1)
+			k, err := a.keys.Get(context.Background(), "acme", "order-1")
+			if err != nil || k.State != models.KeyCompleted || k.OrderID == nil || *k.OrderID != o.ID {
+				t.Errorf("key: got %+v, %v, want completed and linked to %s", k, err, o.ID)
+			}
 
 			got := a.get(t, "sk_test_acme", "/api/v1/orders/"+o.ID)
 			MustStatus(t, got, http.StatusOK, "")
@@ -389,5 +393,28 @@ func TestOrdersFencing(t *testing.T) {
 		MustCountOrders(t, db, 1)
 		replay := a.post(t, request{key: "fenced", body: orderBody})
 		MustSameAnswer(t, winner, replay)
+	})
+}
+
+// TestOrdersSlowOwnerKeepsKey: a request that works for longer than its lease keeps its key,
+// because it renews the lease; a retry meanwhile gets 409, not a takeover.
+func TestOrdersSlowOwnerKeepsKey(t *testing.T) {
+	modelstest.ForEachDialect(t, func(t *testing.T, db *gorm.DB) {
+		a := MustAPI(t, db, 150*time.Millisecond)
+		entered, hold := make(chan struct{}), make(chan struct{})
+		a.orders.BeforeCreate = func(ctx context.Context) error {
+			close(entered)
+			<-hold
+			return nil
+		}
+		done := make(chan *httptest.ResponseRecorder)
+		go func() { done <- a.post(t, request{key: "slow", body: orderBody}) }()
+		<-entered
+		time.Sleep(500 * time.Millisecond) // more than three leases
+		rec := a.post(t, request{key: "slow", body: orderBody})
+		MustStatus(t, rec, http.StatusConflict, "idempotency_request_in_progress")
+		close(hold)
+		MustStatus(t, <-done, http.StatusCreated, "")
+		MustCountOrders(t, db, 1)
 	})
 }

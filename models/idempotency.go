@@ -98,8 +98,11 @@ type ReserveRequest struct {
 	Principal   string
 	Endpoint    string
 	Fingerprint string
-	Params      []byte        // canonical significant parameters (JSON), stored for a completer
-	Lease       time.Duration // how long the owner may go silent before a takeover
+	Params      []byte // canonical significant parameters (JSON), stored for a completer
+	// Lease is how long an owner may go silent before a takeover. It judges the existing
+	// owner's lease too, so every request of a deployment must use the same value
+	// (IDEMPOTENCY_LEASE); changing it takes effect for all keys at once.
+	Lease time.Duration
 }
 
 // Reservation is the answer of Reserve. Exactly one of Key (Reserved), Response (Replay) or

@@ -203,6 +203,47 @@ func TestIdempotencyReserveRace(t *testing.T) {
 	})
 }
 
+// TestIdempotencyTakeoverRace: ten retries find one abandoned key at once; exactly one takes
+// it over, the others see its new lease.
+func TestIdempotencyTakeoverRace(t *testing.T) {
+	modelstest.ForEachDialect(t, func(t *testing.T, db *gorm.DB) {
+		modelstest.MustSeed(t, db)
+		s := models.NewIdempotencyStore(db)
+		req := reserveRequest("abandoned")
+		MustReserve(t, s, req, models.Reserved)
+		// The owner "crashed" a minute ago: it has not renewed its 30 s lease since.
+		past := time.Now().UTC().Add(-time.Minute)
+		if err := db.Model(&models.IdempotencyRecord{}).Where("key = ?", "abandoned").Update("locked_at", past).Error; err != nil {
+			t.Fatal(err)
+		}
+
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		counts := map[models.Outcome]int{}
+		for i := 0; i < 10; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r, err := s.Reserve(context.Background(), req)
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					t.Errorf("reserve: %v", err)
+					return
+				}
+				counts[r.Outcome]++
+				if r.Outcome == models.Reserved && r.Key.Attempts() != 2 {
+					t.Errorf("attempts: got %d, want 2", r.Key.Attempts())
+				}
+			}()
+		}
+		wg.Wait()
+		if counts[models.Reserved] != 1 || counts[models.InProgress] != 9 {
+			t.Errorf("got %v, want 1 reserved and 9 in progress", counts)
+		}
+	})
+}
+
 func TestIdempotencyReap(t *testing.T) {
 	modelstest.ForEachDialect(t, func(t *testing.T, db *gorm.DB) {
 		modelstest.MustSeed(t, db)
