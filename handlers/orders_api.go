@@ -30,7 +30,11 @@ type OrdersAPI struct {
 }
 
 // Routes mounts the order endpoints on an authenticated /api/v1 group.
+// It panics if Idempotent is missing: an order endpoint without it could place an order twice.
 func (h *OrdersAPI) Routes(g *echo.Group) {
+	if h.Idempotent == nil {
+		panic("handlers: OrdersAPI.Idempotent is required")
+	}
 	g.POST("/orders", h.create, h.Idempotent).Name = "api.orders.create"
 	g.GET("/orders/:id", h.get).Name = "api.orders.get"
 }
