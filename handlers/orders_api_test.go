@@ -418,3 +418,53 @@ func TestOrdersSlowOwnerKeepsKey(t *testing.T) {
 		MustCountOrders(t, db, 1)
 	})
 }
+
+// failingReserver is an idempotency store that cannot be reached.
+type failingReserver struct{}
+
+func (failingReserver) Reserve(context.Context, models.ReserveRequest) (*models.Reservation, error) {
+	return nil, errors.New("dial tcp 127.0.0.1:5432: connect: connection refused")
+}
+
+// TestOrdersStoreDown: without the key store the answer is 503 and the handler never runs.
+func TestOrdersStoreDown(t *testing.T) {
+	modelstest.ForEachDialect(t, func(t *testing.T, db *gorm.DB) {
+		a := MustAPI(t, db, 5*time.Second)
+		e := handlers.NewRouter(slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry())
+		(&handlers.OrdersAPI{Orders: models.NewOrderStore(db),
+			Idempotent: handlers.Idempotent(failingReserver{}, time.Second, handlers.OrderFingerprint, nil),
+			BeforeCreate: func(context.Context) error {
+				t.Error("the handler ran without a reserved key")
+				return nil
+			},
+		}).Routes(e.Group("/api/v1", handlers.APIKeyAuth(models.NewTenantStore(db))))
+		a.e = e
+		MustStatus(t, a.post(t, request{key: "down", body: orderBody}), http.StatusServiceUnavailable, "service_unavailable")
+		MustCountOrders(t, db, 0)
+	})
+}
+
+// TestOrdersClientGone: a client that disconnects mid-request leaves its key released, not
+// stored; the retry places the order.
+func TestOrdersClientGone(t *testing.T) {
+	modelstest.ForEachDialect(t, func(t *testing.T, db *gorm.DB) {
+		a := MustAPI(t, db, 5*time.Second)
+		ctx, disconnect := context.WithCancel(context.Background())
+		a.orders.BeforeCreate = func(context.Context) error {
+			disconnect() // the client goes away while the handler works
+			return nil
+		}
+		req := httptest.NewRequest(http.MethodPost, "/api/v1/orders", strings.NewReader(orderBody)).WithContext(ctx)
+		req.Header.Set("Authorization", "Bearer sk_test_acme")
+		req.Header.Set(handlers.HeaderIdempotencyKey, "gone")
+		a.e.ServeHTTP(httptest.NewRecorder(), req)
+
+		k, err := a.keys.Get(context.Background(), "acme", "gone")
+		if err != nil || k.State != models.KeyInProgress || k.LockToken != nil {
+			t.Fatalf("key: got %+v, %v, want in progress and released", k, err)
+		}
+		a.orders.BeforeCreate = nil
+		MustStatus(t, a.post(t, request{key: "gone", body: orderBody}), http.StatusCreated, "")
+		MustCountOrders(t, db, 1)
+	})
+}
