@@ -125,9 +125,18 @@ func WantsJSON(c echo.Context) bool {
 // writeJSON writes v as compact JSON with a trailing newline. Every API response goes through
 // it, so the bytes a client sees are exactly the bytes the idempotency layer stores.
 func writeJSON(c echo.Context, status int, v any) error {
-	b, err := json.Marshal(v)
+	b, err := encodeJSON(v)
 	if err != nil {
 		return err
 	}
-	return c.Blob(status, echo.MIMEApplicationJSON, append(b, '\n'))
+	return c.Blob(status, echo.MIMEApplicationJSON, b)
+}
+
+// encodeJSON is the one JSON encoding of the API: compact, with a trailing newline.
+func encodeJSON(v any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
 }

@@ -131,6 +131,25 @@ func (s *OrderStore) Create(ctx context.Context, in NewOrder) (*Order, error) {
 	return order, err
 }
 
+// CreateAndFinish places an order like Create and then calls finish inside the same
+// transaction, with the new order. The idempotency layer completes its key there, so the order
+// rows and the stored answer commit together or not at all. An error from finish rolls back
+// everything, the order and its stock reservation included.
+func (s *OrderStore) CreateAndFinish(ctx context.Context, in NewOrder, finish func(tx *gorm.DB, o *Order) error) (*Order, error) {
+	var order *Order
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var err error
+		if order, err = CreateOrderTx(tx, in); err != nil {
+			return err
+		}
+		return finish(tx, order)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return order, nil
+}
+
 // CreateOrderTx places an order inside the caller's transaction, so that an idempotency key or
 // a recovery point can commit together with it. It validates in, prices every line from the
 // tenant's catalogue (a snapshot), reserves stock with a conditional decrement, inserts the

@@ -26,6 +26,7 @@ import (
 	"checkoutlab/fakegateway"
 	"checkoutlab/handlers"
 	"checkoutlab/models"
+	"checkoutlab/payments"
 	"checkoutlab/static"
 )
 
@@ -106,7 +107,12 @@ func serve(ctx context.Context, cfg Config, db *gorm.DB, logger *slog.Logger, st
 
 	registry := handlers.NewRegistry()
 	e := handlers.NewRouter(logger, registry)
-	mountRoutes(e, db, registry)
+	mountRoutes(e, cfg, db, registry)
+
+	// The reaper forgets completed idempotency keys after IDEMPOTENCY_RETENTION. It stops with
+	// ctx, when the server shuts down.
+	go payments.RunReaper(ctx, models.NewIdempotencyStore(db), reapInterval(cfg.IdempotencyRetention),
+		cfg.IdempotencyRetention, logger)
 
 	srv := &http.Server{
 		Handler:           e,
@@ -170,15 +176,27 @@ func startGateway(ctx context.Context, cfg Config, logger *slog.Logger, wg *sync
 }
 
 // mountRoutes is the shop's whole URL space, in one place.
-func mountRoutes(e *echo.Echo, db *gorm.DB, registry *prometheus.Registry) {
+func mountRoutes(e *echo.Echo, cfg Config, db *gorm.DB, registry *prometheus.Registry) {
 	tenants := models.NewTenantStore(db)
 	products := models.NewProductStore(db)
+	orders := models.NewOrderStore(db)
+	keys := models.NewIdempotencyStore(db)
+	keyMetrics := handlers.NewIdempotencyMetrics(registry)
 
 	e.StaticFS("/static", static.FS)
 	(&handlers.Ops{Ping: func(ctx context.Context) error { return models.Ping(ctx, db) }, Registry: registry}).Routes(e)
 
 	api := e.Group("/api/v1", handlers.APIKeyAuth(tenants))
 	(&handlers.CatalogAPI{Products: products}).Routes(api)
+	(&handlers.OrdersAPI{Orders: orders,
+		Idempotent: handlers.Idempotent(keys, cfg.IdempotencyLease, handlers.OrderFingerprint, keyMetrics),
+	}).Routes(api)
+}
+
+// reapInterval runs the reaper often enough that keys outlive their retention by at most a
+// few percent, and at most every minute and at least every hour.
+func reapInterval(retention time.Duration) time.Duration {
+	return min(max(retention/50, time.Minute), time.Hour)
 }
 
 func newLogger(w io.Writer, level string) *slog.Logger {

@@ -1,0 +1,101 @@
+package handlers
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"checkoutlab/models"
+)
+
+// renewer keeps an owned key's lease alive while the handler works, so that a slow but live
+// request keeps its key while a crashed one loses it within one lease.
+type renewer struct {
+	stopc chan struct{}
+	done  chan struct{}
+	lost  atomic.Bool
+}
+
+// startRenewer renews key every lease/3 until stop. If a renewal finds the lease lost (another
+// request took the key over after we went silent too long), it cancels the request's context,
+// so the handler stops at its next database call instead of working for nothing; its writes
+// would be refused by the fence anyway.
+func startRenewer(ctx context.Context, key *models.IdempotencyKey, cancel context.CancelFunc) *renewer {
+	r := &renewer{stopc: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		t := time.NewTicker(max(key.Lease()/3, time.Millisecond))
+		defer t.Stop()
+		for {
+			select {
+			case <-r.stopc:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if err := key.Renew(ctx); errors.Is(err, models.ErrLeaseLost) {
+					r.lost.Store(true)
+					cancel()
+					return
+				}
+				// Any other error (the database hiccupped): try again next tick; the lease
+				// lasts three ticks.
+			}
+		}
+	}()
+	return r
+}
+
+// stop ends the renewals and reports whether the lease was lost meanwhile. A renewal that
+// runs after the handler completed the key also "loses" (the key is no longer in progress);
+// the caller checks completion first.
+func (r *renewer) stop() bool {
+	close(r.stopc)
+	<-r.done
+	return r.lost.Load()
+}
+
+// recording holds back what the handler writes, so the middleware can decide (store, forget,
+// release) before anything reaches the client, and then write exactly the bytes it stored.
+type recording struct {
+	res    *echo.Response
+	orig   http.ResponseWriter
+	status int
+	buf    bytes.Buffer
+}
+
+func startRecording(res *echo.Response) *recording {
+	r := &recording{res: res, orig: res.Writer}
+	res.Writer = r
+	return r
+}
+
+// Header is the real response's header map: headers set by the handler are kept.
+func (r *recording) Header() http.Header         { return r.orig.Header() }
+func (r *recording) WriteHeader(status int)      { r.status = status }
+func (r *recording) Write(b []byte) (int, error) { return r.buf.Write(b) }
+
+// stop puts the real writer back as if nothing had been written yet, and returns the recorded
+// status, stored headers and body.
+func (r *recording) stop() (int, http.Header, []byte) {
+	r.res.Writer = r.orig
+	r.res.Committed = false
+	r.res.Status = http.StatusOK
+	r.res.Size = 0
+	status := r.status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	header := http.Header{}
+	for _, name := range models.StoredHeaders {
+		if v := r.orig.Header().Get(name); v != "" {
+			header.Set(name, v)
+		}
+	}
+	return status, header, r.buf.Bytes()
+}
