@@ -103,6 +103,8 @@ type OrderJSON struct {
 	ShippingAddress models.Address  `json:"shipping_address"`
 	ShippingMethod  string          `json:"shipping_method"`
 	Created         string          `json:"created"` // RFC 3339, UTC, whole seconds
+	// Payment is the order's latest payment, or null before the first one.
+	Payment *PaymentJSON `json:"payment"`
 }
 
 // OrderItemJSON is one line of an order, with its price snapshot.
@@ -123,6 +125,9 @@ func OrderJSONOf(o *models.Order) OrderJSON {
 			PostalCode: o.ShippingPostalCode, Country: o.ShippingCountry},
 		ShippingMethod: o.ShippingMethod, Created: o.CreatedAt.UTC().Truncate(time.Second).Format(time.RFC3339),
 		Items: make([]OrderItemJSON, len(o.Lines)),
+	}
+	if n := len(o.Payments); n > 0 {
+		out.Payment = PaymentJSONOf(&o.Payments[n-1])
 	}
 	for i, l := range o.Lines {
 		out.Items[i] = OrderItemJSON{SKU: l.SKU, Name: l.Name, Quantity: l.Quantity, UnitAmount: l.UnitAmount, Amount: l.Amount}

@@ -1,11 +1,11 @@
-// Package payments holds the checkout and payment operations, as sequences of atomic phases
-// with recovery points, and the background work that keeps them tidy.
 package payments
 
 import (
 	"context"
 	"log/slog"
 	"time"
+
+	"github.com/riverqueue/river"
 )
 
 // KeyReaper is what the reaper needs from the idempotency store.
@@ -17,25 +17,38 @@ type KeyReaper interface {
 // lock long enough to slow down checkouts.
 const ReapBatchSize = 500
 
-// RunReaper deletes completed idempotency keys older than retention every interval, until ctx
-// ends. It never deletes a key in progress: an operation whose outcome is unknown is resolved
-// by a retry or the completer, not forgotten. A failed round is logged and retried at the next
-// tick. (A later issue moves this loop onto the job queue as a periodic job.)
-func RunReaper(ctx context.Context, store KeyReaper, interval, retention time.Duration, logger *slog.Logger) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		n, err := store.Reap(ctx, time.Now(), retention, ReapBatchSize)
-		switch {
-		case err != nil && ctx.Err() == nil:
-			logger.WarnContext(ctx, "reap idempotency keys", "err", err)
-		case n > 0:
-			logger.InfoContext(ctx, "reaped idempotency keys", "deleted", n, "retention", retention)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+// Reaper deletes completed idempotency keys older than Retention. It never deletes a key in
+// progress: an operation whose outcome is unknown is resolved by a retry or the completer, and
+// listed in the reconciliation report while it waits, never forgotten.
+type Reaper struct {
+	Store     KeyReaper
+	Retention time.Duration
+	Logger    *slog.Logger
+}
+
+// RunOnce deletes what has expired, in batches, and reports how many keys it deleted.
+func (r *Reaper) RunOnce(ctx context.Context) (int64, error) {
+	n, err := r.Store.Reap(ctx, time.Now(), r.Retention, ReapBatchSize)
+	if n > 0 && r.Logger != nil {
+		r.Logger.InfoContext(ctx, "reaped idempotency keys", "deleted", n, "retention", r.Retention)
 	}
+	return n, err
+}
+
+// ReapArgs is the periodic job that runs the reaper.
+type ReapArgs struct{}
+
+// Kind names the job in the queue.
+func (ReapArgs) Kind() string { return "reap_idempotency_keys" }
+
+// ReaperWorker runs Reaper.RunOnce as a River job.
+type ReaperWorker struct {
+	river.WorkerDefaults[ReapArgs]
+	Reaper *Reaper
+}
+
+// Work runs one reaper pass.
+func (w *ReaperWorker) Work(ctx context.Context, _ *river.Job[ReapArgs]) error {
+	_, err := w.Reaper.RunOnce(ctx)
+	return err
 }

@@ -30,6 +30,7 @@ type Config struct {
 	IdempotencyLease     time.Duration
 	IdempotencyRetention time.Duration
 	GatewayTimeout       time.Duration
+	CompleterInterval    time.Duration
 	CrashAt              string
 	APIKeys              map[string]string // tenant id → API key, for seeding the demo
 	LogLevel             string
@@ -46,7 +47,7 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (Co
 		return def
 	}
 	var cfg Config
-	var lease, retention, gwTimeout, apiKeys string
+	var lease, retention, gwTimeout, completer, apiKeys string
 	fs := flag.NewFlagSet("shop", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&cfg.ShopAddr, "addr", env("SHOP_ADDR", "127.0.0.1:8080"), "listen address of the shop (SHOP_ADDR)")
@@ -59,6 +60,7 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (Co
 	fs.StringVar(&lease, "idempotency-lease", env("IDEMPOTENCY_LEASE", "30s"), "how long a silent key owner keeps its key (IDEMPOTENCY_LEASE)")
 	fs.StringVar(&retention, "idempotency-retention", env("IDEMPOTENCY_RETENTION", "24h"), "how long completed keys are kept (IDEMPOTENCY_RETENTION)")
 	fs.StringVar(&gwTimeout, "gateway-timeout", env("GATEWAY_TIMEOUT", "10s"), "client timeout for calls to the gateway (GATEWAY_TIMEOUT)")
+	fs.StringVar(&completer, "completer-interval", env("COMPLETER_INTERVAL", "5s"), "how often the completer looks for abandoned operations (COMPLETER_INTERVAL)")
 	fs.StringVar(&cfg.CrashAt, "crash-at", env("SHOP_CRASH_AT", ""), "crash point for failure drills (SHOP_CRASH_AT)")
 	fs.StringVar(&apiKeys, "api-keys", env("SHOP_API_KEYS", "acme=sk_test_acme,globex=sk_test_globex"), "demo API keys as tenant=key,… used when seeding (SHOP_API_KEYS)")
 	fs.StringVar(&cfg.LogLevel, "log-level", env("LOG_LEVEL", "info"), "debug, info, warn or error (LOG_LEVEL)")
@@ -77,6 +79,9 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (Co
 		return cfg, err
 	}
 	if cfg.GatewayTimeout, err = positiveDuration("GATEWAY_TIMEOUT", gwTimeout); err != nil {
+		return cfg, err
+	}
+	if cfg.CompleterInterval, err = positiveDuration("COMPLETER_INTERVAL", completer); err != nil {
 		return cfg, err
 	}
 	if err := checkAddr("SHOP_ADDR", cfg.ShopAddr); err != nil {

@@ -19,15 +19,12 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/labstack/echo/v4"
-	"github.com/prometheus/client_golang/prometheus"
 	"gorm.io/gorm"
 
 	"checkoutlab/fakegateway"
 	"checkoutlab/handlers"
 	"checkoutlab/models"
 	"checkoutlab/payments"
-	"checkoutlab/static"
 )
 
 func main() {
@@ -59,6 +56,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	defer models.Close(db)
 	if err := models.Migrate(ctx, db); err != nil {
+		return err
+	}
+	if err := payments.MigrateJobQueue(ctx, db); err != nil {
 		return err
 	}
 	if command == "migrate" {
@@ -107,12 +107,21 @@ func serve(ctx context.Context, cfg Config, db *gorm.DB, logger *slog.Logger, st
 
 	registry := handlers.NewRegistry()
 	e := handlers.NewRouter(logger, registry)
-	mountRoutes(e, cfg, db, registry)
-
-	// The reaper forgets completed idempotency keys after IDEMPOTENCY_RETENTION. It stops with
-	// ctx, when the server shuts down.
-	go payments.RunReaper(ctx, models.NewIdempotencyStore(db), reapInterval(cfg.IdempotencyRetention),
-		cfg.IdempotencyRetention, logger)
+	jobs, err := mountRoutes(e, cfg, db, registry, logger)
+	if err != nil {
+		return err
+	}
+	// The job queue delivers side effects and runs the completer and the reaper.
+	if err := jobs.Start(ctx); err != nil {
+		return fmt.Errorf("start job queue: %w", err)
+	}
+	defer func() {
+		stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := jobs.Stop(stopCtx); err != nil {
+			logger.Warn("stop job queue", "err", err)
+		}
+	}()
 
 	srv := &http.Server{
 		Handler:           e,
@@ -173,30 +182,6 @@ func startGateway(ctx context.Context, cfg Config, logger *slog.Logger, wg *sync
 		}
 	}()
 	return "http://" + ln.Addr().String(), nil
-}
-
-// mountRoutes is the shop's whole URL space, in one place.
-func mountRoutes(e *echo.Echo, cfg Config, db *gorm.DB, registry *prometheus.Registry) {
-	tenants := models.NewTenantStore(db)
-	products := models.NewProductStore(db)
-	orders := models.NewOrderStore(db)
-	keys := models.NewIdempotencyStore(db)
-	keyMetrics := handlers.NewIdempotencyMetrics(registry)
-
-	e.StaticFS("/static", static.FS)
-	(&handlers.Ops{Ping: func(ctx context.Context) error { return models.Ping(ctx, db) }, Registry: registry}).Routes(e)
-
-	api := e.Group("/api/v1", handlers.APIKeyAuth(tenants))
-	(&handlers.CatalogAPI{Products: products}).Routes(api)
-	(&handlers.OrdersAPI{Orders: orders,
-		Idempotent: handlers.Idempotent(keys, cfg.IdempotencyLease, handlers.OrderFingerprint, keyMetrics),
-	}).Routes(api)
-}
-
-// reapInterval runs the reaper often enough that keys outlive their retention by at most a
-// few percent, and at most every minute and at least every hour.
-func reapInterval(retention time.Duration) time.Duration {
-	return min(max(retention/50, time.Minute), time.Hour)
 }
 
 func newLogger(w io.Writer, level string) *slog.Logger {

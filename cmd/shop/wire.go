@@ -1,0 +1,84 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/riverqueue/river"
+	"gorm.io/gorm"
+
+	"checkoutlab/handlers"
+	"checkoutlab/models"
+	"checkoutlab/payments"
+	"checkoutlab/static"
+)
+
+// mountRoutes wires the shop — stores, the payment operations, the job queue — and mounts its
+// whole URL space, in one place, explicitly. It returns the job queue for the caller to start.
+func mountRoutes(e *echo.Echo, cfg Config, db *gorm.DB, registry *prometheus.Registry, logger *slog.Logger) (*payments.Jobs, error) {
+	tenants := models.NewTenantStore(db)
+	products := models.NewProductStore(db)
+	orders := models.NewOrderStore(db)
+	keys := models.NewIdempotencyStore(db)
+	effects := models.NewSideEffectStore(db)
+	keyMetrics := handlers.NewIdempotencyMetrics(registry)
+	gateway := payments.NewGatewayClient(cfg.GatewayURL, cfg.GatewayTimeout)
+	cards := handlers.NewCardFingerprint(cfg.WebhookSecret)
+
+	service := &payments.Service{
+		DB: db, Gateway: gateway, Render: handlers.RenderOperation,
+		Crash: payments.Crasher(cfg.CrashAt), Logger: logger,
+	}
+	completer := &payments.Completer{Keys: keys, Service: service, Lease: cfg.IdempotencyLease, Logger: logger}
+	reaper := &payments.Reaper{Store: keys, Retention: cfg.IdempotencyRetention, Logger: logger}
+
+	workers := river.NewWorkers()
+	river.AddWorker(workers, &payments.ReceiptWorker{Orders: orders, Effects: effects})
+	river.AddWorker(workers, &payments.ShipmentWorker{Orders: orders, Effects: effects})
+	river.AddWorker(workers, &payments.CompleterWorker{Completer: completer})
+	river.AddWorker(workers, &payments.ReaperWorker{Reaper: reaper})
+	periodic := []*river.PeriodicJob{
+		river.NewPeriodicJob(river.PeriodicInterval(cfg.CompleterInterval),
+			func() (river.JobArgs, *river.InsertOpts) { return payments.CompleteArgs{}, nil },
+			&river.PeriodicJobOpts{RunOnStart: true}),
+		river.NewPeriodicJob(river.PeriodicInterval(reapInterval(cfg.IdempotencyRetention)),
+			func() (river.JobArgs, *river.InsertOpts) { return payments.ReapArgs{}, nil },
+			&river.PeriodicJobOpts{RunOnStart: true}),
+	}
+	jobs, err := payments.NewJobs(payments.JobsConfig{DB: db, Workers: workers, Periodic: periodic,
+		Logger: logger.With("component", "jobs")})
+	if err != nil {
+		return nil, err
+	}
+	service.Outbox = jobs
+	verifier, err := payments.NewWebhookVerifier(cfg.WebhookSecret)
+	if err != nil {
+		return nil, err
+	}
+
+	e.StaticFS("/static", static.FS)
+	(&handlers.Ops{Ping: func(ctx context.Context) error { return models.Ping(ctx, db) }, Registry: registry}).Routes(e)
+	(&handlers.Webhooks{Verifier: verifier, Processor: &payments.WebhookProcessor{DB: db, Outbox: jobs, Logger: logger}}).Routes(e)
+
+	api := e.Group("/api/v1", handlers.APIKeyAuth(tenants))
+	(&handlers.CatalogAPI{Products: products}).Routes(api)
+	(&handlers.OrdersAPI{Orders: orders,
+		Idempotent: handlers.Idempotent(keys, cfg.IdempotencyLease, handlers.OrderFingerprint, keyMetrics),
+	}).Routes(api)
+	(&handlers.PaymentsAPI{Ops: service,
+		CheckoutIdempotent: handlers.Idempotent(keys, cfg.IdempotencyLease, cards.CheckoutFingerprint, keyMetrics),
+		PaymentIdempotent:  handlers.Idempotent(keys, cfg.IdempotencyLease, cards.PaymentFingerprint, keyMetrics),
+	}).Routes(api)
+	(&handlers.ReconciliationAPI{Reconciler: &payments.Reconciler{DB: db, Gateway: gateway,
+		Grace: 2*cfg.IdempotencyLease + cfg.CompleterInterval + 2*cfg.GatewayTimeout}}).Routes(api)
+	return jobs, nil
+}
+
+// reapInterval runs the reaper often enough that keys outlive their retention by at most a
+// few percent, and at most every minute and at least every hour.
+func reapInterval(retention time.Duration) time.Duration {
+	return min(max(retention/50, time.Minute), time.Hour)
+}

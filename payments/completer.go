@@ -1,0 +1,91 @@
+package payments
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/riverqueue/river"
+
+	"checkoutlab/models"
+)
+
+// Claimer finds abandoned operations and takes them over. *models.IdempotencyStore is one.
+type Claimer interface {
+	ClaimAbandoned(ctx context.Context, endpoints []string, lease time.Duration, limit int) ([]models.ClaimedKey, error)
+}
+
+// Completer finishes operations whose owner is gone — a crashed process, or a client that got
+// a 5xx and never retried — so every order reaches a final state even if nobody asks again.
+// It is the same code as a client retry: it resumes from the recovery point, asks the gateway
+// before charging, and stores the answer a later retry will be replayed.
+type Completer struct {
+	Keys    Claimer
+	Service *Service
+	Lease   time.Duration
+	Logger  *slog.Logger
+}
+
+// RunOnce claims up to a batch of abandoned operations and drives each to a final state. It
+// returns how many it finished. An operation whose outcome is still unknown (the gateway did
+// not answer) is released again for the next pass; nothing is ever expired silently.
+func (c *Completer) RunOnce(ctx context.Context) (int, error) {
+	claimed, err := c.Keys.ClaimAbandoned(ctx, []string{EndpointCheckout, EndpointPayments}, c.Lease, 20)
+	if err != nil {
+		return 0, err
+	}
+	done := 0
+	for _, ck := range claimed {
+		log := c.log().With("tenant", ck.TenantID, "endpoint", ck.Endpoint, "idempotency_key", ck.Key.Key(), "attempt", ck.Key.Attempts())
+		if ck.Key.RecoveryPoint() == PointStarted {
+			// The owner died before its first phase committed: there is no order, no payment
+			// and no charge. Forget the key, exactly as if the request had never arrived; a
+			// retry by the client starts the operation afresh.
+			if _, err := ck.Key.Delete(ctx); err != nil {
+				log.WarnContext(ctx, "completer: drop unstarted operation", "err", err)
+				continue
+			}
+			log.InfoContext(ctx, "completer: dropped an operation that never started")
+			done++
+			continue
+		}
+		if _, err := c.Service.charge(ctx, ck.Key, ck.Endpoint, true); err != nil {
+			log.WarnContext(ctx, "completer: operation still unresolved", "err", err)
+			if !errors.Is(err, models.ErrLeaseLost) {
+				if rerr := ck.Key.Release(ctx); rerr != nil && !errors.Is(rerr, models.ErrLeaseLost) {
+					log.WarnContext(ctx, "completer: release", "err", rerr)
+				}
+			}
+			continue
+		}
+		log.InfoContext(ctx, "completer: finished an abandoned operation", "order_id", ck.Key.OrderID(), "payment_id", ck.Key.PaymentID())
+		done++
+	}
+	return done, nil
+}
+
+func (c *Completer) log() *slog.Logger {
+	if c.Logger != nil {
+		return c.Logger
+	}
+	return slog.Default()
+}
+
+// CompleteArgs is the periodic job that runs the completer.
+type CompleteArgs struct{}
+
+// Kind names the job in the queue.
+func (CompleteArgs) Kind() string { return "complete_abandoned_operations" }
+
+// CompleterWorker runs Completer.RunOnce as a River job.
+type CompleterWorker struct {
+	river.WorkerDefaults[CompleteArgs]
+	Completer *Completer
+}
+
+// Work runs one completer pass.
+func (w *CompleterWorker) Work(ctx context.Context, _ *river.Job[CompleteArgs]) error {
+	_, err := w.Completer.RunOnce(ctx)
+	return err
+}

@@ -1,0 +1,120 @@
+package payments
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver"
+	"github.com/riverqueue/river/riverdriver/riverdatabasesql"
+	"github.com/riverqueue/river/riverdriver/riversqlite"
+	"github.com/riverqueue/river/rivermigrate"
+	"gorm.io/gorm"
+
+	"checkoutlab/models"
+)
+
+// The job queue is River, on the same database as the shop. Side effects (a receipt, a
+// shipment request) are inserted as jobs in the SAME transaction as the state change that
+// causes them — the transactional outbox — so a paid order always gets its jobs and a rolled
+// back one never does. Background maintenance (the completer, the reaper) runs as periodic
+// River jobs, which River schedules only on its elected leader, so several shop processes on
+// one database do not all run them at once.
+
+func jobDriver(db *gorm.DB) (riverdriver.Driver[*sql.Tx], error) {
+	sqlDB, err := db.DB()
+	if err != nil {
+		return nil, err
+	}
+	if models.Dialect(db) == models.Postgres {
+		return riverdatabasesql.New(sqlDB), nil
+	}
+	return riversqlite.New(sqlDB), nil
+}
+
+// MigrateJobQueue creates or upgrades River's tables. It runs at start right after the shop's
+// own migrations (and with `shop migrate`): River versions its schema itself, in its
+// river_migration table, so its SQL is not copied into migrations/.
+func MigrateJobQueue(ctx context.Context, db *gorm.DB) error {
+	drv, err := jobDriver(db)
+	if err != nil {
+		return err
+	}
+	m, err := rivermigrate.New(drv, &rivermigrate.Config{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return fmt.Errorf("job queue migrations: %w", err)
+	}
+	if _, err := m.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
+		return fmt.Errorf("job queue migrations: %w", err)
+	}
+	return nil
+}
+
+// Jobs is the shop's job queue.
+type Jobs struct {
+	client *river.Client[*sql.Tx]
+}
+
+// JobsConfig configures the queue: which workers exist and which periodic jobs are scheduled.
+type JobsConfig struct {
+	DB       *gorm.DB
+	Workers  *river.Workers
+	Periodic []*river.PeriodicJob
+	Logger   *slog.Logger
+	// PollInterval is how often workers look for new jobs (SQLite has no LISTEN/NOTIFY, and
+	// database/sql does not give River one on PostgreSQL either). Default 200ms.
+	PollInterval time.Duration
+}
+
+// NewJobs builds the job queue client; Start runs its workers.
+func NewJobs(cfg JobsConfig) (*Jobs, error) {
+	drv, err := jobDriver(cfg.DB)
+	if err != nil {
+		return nil, err
+	}
+	poll := cfg.PollInterval
+	if poll <= 0 {
+		poll = 200 * time.Millisecond
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	client, err := river.NewClient(drv, &river.Config{
+		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 4}},
+		Workers:           cfg.Workers,
+		PeriodicJobs:      cfg.Periodic,
+		FetchPollInterval: poll,
+		FetchCooldown:     poll / 4,
+		MaxAttempts:       25,
+		JobTimeout:        time.Minute,
+		Logger:            logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("job queue: %w", err)
+	}
+	return &Jobs{client: client}, nil
+}
+
+// Start runs the workers and the periodic scheduler until ctx ends or Stop is called.
+func (j *Jobs) Start(ctx context.Context) error { return j.client.Start(ctx) }
+
+// Stop waits for running jobs to finish (until ctx ends).
+func (j *Jobs) Stop(ctx context.Context) error { return j.client.Stop(ctx) }
+
+// InsertTx enqueues a job inside the caller's GORM transaction. It must be InsertTx with the
+// transaction's own *sql.Tx: a plain Insert would run on another connection — outside the
+// transaction on PostgreSQL, and waiting forever for the only connection on SQLite.
+func (j *Jobs) InsertTx(tx *gorm.DB, args river.JobArgs, opts *river.InsertOpts) error {
+	sqlTx, ok := tx.Statement.ConnPool.(*sql.Tx)
+	if !ok {
+		return fmt.Errorf("enqueue %s: not inside a transaction", args.Kind())
+	}
+	if _, err := j.client.InsertTx(tx.Statement.Context, sqlTx, args, opts); err != nil {
+		return fmt.Errorf("enqueue %s: %w", args.Kind(), err)
+	}
+	return nil
+}

@@ -1,0 +1,105 @@
+// Package payments holds the operations that move money: one-step checkout and paying an
+// order, each a sequence of atomic phases with recovery points; the gateway client; webhook
+// processing; and the background work (side effects, completer, reaper) that finishes what a
+// request started.
+package payments
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+
+	"gorm.io/gorm"
+
+	"checkoutlab/models"
+)
+
+// Recovery points of the checkout and payment operations. Each phase is one transaction that
+// does its work AND advances the point, so after a crash the point says exactly what exists.
+//
+//	started          the key is reserved; nothing else is written. A takeover starts afresh.
+//	payment_created  the order (for checkout) and a pending payment with its derived gateway
+//	                 key are committed. The gateway may or may not have been called: a resumer
+//	                 first asks the gateway what happened under that key.
+//	finished         the outcome (succeeded or declined) and the stored response are committed.
+const (
+	PointStarted        = models.RecoveryStarted
+	PointPaymentCreated = "payment_created"
+	PointFinished       = models.RecoveryFinished
+)
+
+// Endpoints, as the idempotency layer records them. The completer uses them to know which
+// operation a key belongs to.
+const (
+	EndpointCheckout = "POST /api/v1/checkout"
+	EndpointPayments = "POST /api/v1/payments"
+)
+
+// Key is what an operation needs from its idempotency key: where the operation got to, and
+// writes that only apply while the key is still ours (fencing). *models.IdempotencyKey is one.
+type Key interface {
+	RecoveryPoint() string
+	OrderID() string
+	PaymentID() string
+	AdvanceTx(tx *gorm.DB, point string) error
+	LinkTx(tx *gorm.DB, orderID, paymentID string) error
+	CompleteTx(tx *gorm.DB, status int, header http.Header, body []byte) error
+}
+
+// Gateway is what an operation needs from the payment provider. *GatewayClient is one.
+type Gateway interface {
+	CreatePaymentMethod(ctx context.Context, cardNumber string) (GatewayPaymentMethod, error)
+	Charge(ctx context.Context, req ChargeRequest) ChargeResult
+	FindCharges(ctx context.Context, idempotencyKey string) ([]GatewayCharge, error)
+}
+
+// Outbox enqueues the side effects of a newly paid order inside the paying transaction.
+// *Jobs is one.
+type Outbox interface {
+	EnqueueSideEffectsTx(tx *gorm.DB, order *models.Order) error
+}
+
+// Result is what an operation came to: the order and payment as they now are, and, for a
+// business rejection (card declined), the error to show. The handler renders it.
+type Result struct {
+	Endpoint string
+	Order    *models.Order
+	Payment  *models.Payment
+	Err      error
+}
+
+// Response is the HTTP answer of an operation, stored with its key and replayed byte for byte.
+type Response struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+// Renderer turns a result into the response stored with the key. The request path and the
+// completer render through the same function, so a client that retries after the completer
+// finished its operation gets exactly the answer it would have got.
+type Renderer func(out Result) (Response, error)
+
+// Service runs checkout and payment operations.
+type Service struct {
+	DB      *gorm.DB
+	Gateway Gateway
+	Outbox  Outbox
+	Render  Renderer
+	// Crash, when set, is called at each crash point (SHOP_CRASH_AT drills).
+	Crash  func(point string)
+	Logger *slog.Logger
+}
+
+func (s *Service) crash(point string) {
+	if s.Crash != nil {
+		s.Crash(point)
+	}
+}
+
+func (s *Service) logger() *slog.Logger {
+	if s.Logger != nil {
+		return s.Logger
+	}
+	return slog.Default()
+}

@@ -1,0 +1,131 @@
+package payments
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"gorm.io/gorm"
+
+	"checkoutlab/models"
+)
+
+// WebhookProcessor applies verified gateway events to payments and orders.
+type WebhookProcessor struct {
+	DB     *gorm.DB
+	Outbox Outbox
+	Logger *slog.Logger
+}
+
+// eventStatus maps an event type to the payment status it reports. charge.pending reports
+// nothing new: every payment starts pending.
+var eventStatus = map[string]string{
+	"charge.succeeded": models.PaymentSucceeded,
+	"charge.failed":    models.PaymentFailed,
+	"charge.refunded":  models.PaymentRefunded,
+	"charge.pending":   "",
+}
+
+// DecisionIgnored is the decision for an authentic event of a type the shop does not handle.
+// As Stripe advises, such events are acknowledged (2xx) so the provider does not retry them
+// for days, and nothing is recorded or changed.
+const DecisionIgnored = "ignored"
+
+// Process applies one event, exactly once, and reports what it decided and whether the event
+// was a duplicate. Everything happens in one transaction: recording the event id, moving the
+// payment (and its order) forward, enqueuing the side effects of a payment that just
+// succeeded. A duplicate (the id is already recorded) changes nothing. A status never moves
+// back: a late charge.pending, or a charge.succeeded after charge.refunded, is recorded as
+// no_change. An event about a charge that is not ours is recorded as unknown_payment.
+//
+// The caller answers 2xx only after Process returns nil, i.e. after the commit, so a crash
+// before it makes the gateway deliver the event again.
+func (p *WebhookProcessor) Process(ctx context.Context, ev GatewayEvent) (decision string, duplicate bool, err error) {
+	status, ok := eventStatus[ev.Type]
+	if !ok {
+		p.log().InfoContext(ctx, "webhook of unhandled type ignored", "event_id", ev.ID, "type", ev.Type)
+		return DecisionIgnored, false, nil
+	}
+	if ev.ID == "" || ev.Data.Charge.ID == "" {
+		return "", false, models.Invalid("event without id or charge", nil)
+	}
+	charge := ev.Data.Charge
+	err = p.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		recorded, err := models.RecordWebhookEventTx(tx, &models.WebhookEvent{
+			EventID: ev.ID, Type: ev.Type, ChargeID: charge.ID, Decision: models.DecisionNoChange,
+		})
+		if err != nil {
+			return err
+		}
+		if !recorded {
+			duplicate = true
+			return nil
+		}
+		pay, err := paymentOfCharge(tx, charge)
+		if errors.Is(err, models.ErrNotFound) {
+			decision = models.DecisionUnknownPayment
+			return models.SetWebhookDecisionTx(tx, ev.ID, decision, "")
+		}
+		if err != nil {
+			return err
+		}
+		decision = models.DecisionNoChange
+		// An event about another charge than the one this payment recorded (a second charge
+		// by a provider that ignored our key) must not move this payment: reconciliation
+		// reports that charge instead.
+		otherCharge := pay.GatewayChargeID != nil && *pay.GatewayChargeID != charge.ID
+		if status != "" && !otherCharge {
+			t, err := models.SettlePaymentTx(tx, pay.ID, status, charge.ID, charge.FailureCode)
+			if err != nil {
+				return err
+			}
+			if t.Moved {
+				decision = models.DecisionApplied
+				if t.Payment.Status == models.PaymentSucceeded {
+					if err := p.Outbox.EnqueueSideEffectsTx(tx, t.Order); err != nil {
+						return err
+					}
+				}
+			}
+		}
+		return models.SetWebhookDecisionTx(tx, ev.ID, decision, pay.ID)
+	})
+	if err != nil {
+		return "", false, fmt.Errorf("process webhook %s: %w", ev.ID, err)
+	}
+	p.log().InfoContext(ctx, "webhook", "event_id", ev.ID, "type", ev.Type, "charge_id", charge.ID,
+		"decision", decision, "duplicate", duplicate)
+	return decision, duplicate, nil
+}
+
+// paymentOfCharge finds our payment for a gateway charge: by the payment id we sent in the
+// charge's metadata (the only link when the response was lost), checked against the tenant we
+// sent, or else by the charge id we recorded.
+func paymentOfCharge(tx *gorm.DB, c GatewayCharge) (*models.Payment, error) {
+	if id := c.Metadata["payment_id"]; id != "" {
+		p, err := models.GetPaymentTx(tx, id)
+		if err == nil && p.TenantID == c.Metadata["tenant"] {
+			return p, nil
+		}
+		if err != nil && !errors.Is(err, models.ErrNotFound) {
+			return nil, err
+		}
+	}
+	var p models.Payment
+	err := tx.Where("gateway_charge_id = ?", c.ID).Take(&p).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return nil, models.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("payment by charge: %w", err)
+	}
+	return &p, nil
+}
+
+func (p *WebhookProcessor) log() *slog.Logger {
+	if p.Logger != nil {
+		return p.Logger
+	}
+	return slog.Default()
+}
