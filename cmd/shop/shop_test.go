@@ -17,6 +17,7 @@ import (
 type Stack struct {
 	Shop    string // base URL of the shop
 	Gateway string // base URL of the in-process fake gateway ("" with GATEWAY_URL)
+	Env     map[string]string
 }
 
 // MustStartShop runs the real program, run(), on a free port with the given extra environment
@@ -55,7 +56,7 @@ func MustStartShop(tb testing.TB, dialect string, extra map[string]string) Stack
 
 	stacks := make(chan Stack, 1)
 	go func() {
-		var st Stack
+		st := Stack{Env: env}
 		sc := bufio.NewScanner(pr)
 		for sc.Scan() {
 			line := sc.Text()
