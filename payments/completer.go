@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/riverqueue/river"
 
 	"checkoutlab/models"
 )
@@ -72,20 +71,24 @@ func (c *Completer) log() *slog.Logger {
 	return slog.Default()
 }
 
-// CompleteArgs is the periodic job that runs the completer.
-type CompleteArgs struct{}
-
-// Kind names the job in the queue.
-func (CompleteArgs) Kind() string { return "complete_abandoned_operations" }
-
-// CompleterWorker runs Completer.RunOnce as a River job.
-type CompleterWorker struct {
-	river.WorkerDefaults[CompleteArgs]
-	Completer *Completer
-}
-
-// Work runs one completer pass.
-func (w *CompleterWorker) Work(ctx context.Context, _ *river.Job[CompleteArgs]) error {
-	_, err := w.Completer.RunOnce(ctx)
-	return err
+// Run runs a completer pass every interval until ctx ends.
+//
+// Unlike the reaper, the completer is not a River periodic job. River schedules periodic jobs
+// only on its elected leader, and after a crash the dead leader's lease keeps the others from
+// taking over for up to fifteen seconds — exactly when the completer is needed. So every shop
+// process runs its own completer; claims are compare-and-set, so replicas never finish the
+// same operation twice.
+func (c *Completer) Run(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		if _, err := c.RunOnce(ctx); err != nil && ctx.Err() == nil {
+			c.log().WarnContext(ctx, "completer pass failed", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }

@@ -92,10 +92,12 @@ func serve(ctx context.Context, cfg Config, db *gorm.DB, logger *slog.Logger, st
 		cfg.ShopPublicURL = "http://" + ln.Addr().String()
 	}
 
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	// Deferred calls run last-in first-out: cancel stops the background work, then Wait
+	// waits for it.
 	var background sync.WaitGroup
 	defer background.Wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	if cfg.GatewayURL == "" {
 		url, err := startGateway(ctx, cfg, logger, &background)
 		if err != nil {
@@ -107,21 +109,23 @@ func serve(ctx context.Context, cfg Config, db *gorm.DB, logger *slog.Logger, st
 
 	registry := handlers.NewRegistry()
 	e := handlers.NewRouter(logger, registry)
-	jobs, err := mountRoutes(e, cfg, db, registry, logger)
+	work, err := mountRoutes(e, cfg, db, registry, logger)
 	if err != nil {
 		return err
 	}
-	// The job queue delivers side effects and runs the completer and the reaper.
-	if err := jobs.Start(ctx); err != nil {
+	// The job queue delivers side effects and runs the reaper.
+	if err := work.jobs.Start(ctx); err != nil {
 		return fmt.Errorf("start job queue: %w", err)
 	}
 	defer func() {
 		stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if err := jobs.Stop(stopCtx); err != nil {
+		if err := work.jobs.Stop(stopCtx); err != nil {
 			logger.Warn("stop job queue", "err", err)
 		}
 	}()
+	background.Add(1)
+	go func() { defer background.Done(); work.completer.Run(ctx, cfg.CompleterInterval) }()
 
 	srv := &http.Server{
 		Handler:           e,

@@ -16,9 +16,16 @@ import (
 	"checkoutlab/static"
 )
 
+// background is the work the shop runs besides serving requests.
+type background struct {
+	jobs      *payments.Jobs
+	completer *payments.Completer
+}
+
 // mountRoutes wires the shop — stores, the payment operations, the job queue — and mounts its
-// whole URL space, in one place, explicitly. It returns the job queue for the caller to start.
-func mountRoutes(e *echo.Echo, cfg Config, db *gorm.DB, registry *prometheus.Registry, logger *slog.Logger) (*payments.Jobs, error) {
+// whole URL space, in one place, explicitly. It returns the background work for the caller to
+// start.
+func mountRoutes(e *echo.Echo, cfg Config, db *gorm.DB, registry *prometheus.Registry, logger *slog.Logger) (*background, error) {
 	tenants := models.NewTenantStore(db)
 	products := models.NewProductStore(db)
 	orders := models.NewOrderStore(db)
@@ -38,12 +45,8 @@ func mountRoutes(e *echo.Echo, cfg Config, db *gorm.DB, registry *prometheus.Reg
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &payments.ReceiptWorker{Orders: orders, Effects: effects})
 	river.AddWorker(workers, &payments.ShipmentWorker{Orders: orders, Effects: effects})
-	river.AddWorker(workers, &payments.CompleterWorker{Completer: completer})
 	river.AddWorker(workers, &payments.ReaperWorker{Reaper: reaper})
 	periodic := []*river.PeriodicJob{
-		river.NewPeriodicJob(river.PeriodicInterval(cfg.CompleterInterval),
-			func() (river.JobArgs, *river.InsertOpts) { return payments.CompleteArgs{}, nil },
-			&river.PeriodicJobOpts{RunOnStart: true}),
 		river.NewPeriodicJob(river.PeriodicInterval(reapInterval(cfg.IdempotencyRetention)),
 			func() (river.JobArgs, *river.InsertOpts) { return payments.ReapArgs{}, nil },
 			&river.PeriodicJobOpts{RunOnStart: true}),
@@ -74,7 +77,7 @@ func mountRoutes(e *echo.Echo, cfg Config, db *gorm.DB, registry *prometheus.Reg
 	}).Routes(api)
 	(&handlers.ReconciliationAPI{Reconciler: &payments.Reconciler{DB: db, Gateway: gateway,
 		Grace: 2*cfg.IdempotencyLease + cfg.CompleterInterval + 2*cfg.GatewayTimeout}}).Routes(api)
-	return jobs, nil
+	return &background{jobs: jobs, completer: completer}, nil
 }
 
 // reapInterval runs the reaper often enough that keys outlive their retention by at most a

@@ -1,0 +1,147 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"checkoutlab/models"
+	"checkoutlab/models/modelstest"
+	"checkoutlab/payments"
+)
+
+// drillStack is a fake gateway process and the environment of the shop processes that use it.
+type drillStack struct {
+	gateway string
+	shopEnv map[string]string
+	shopURL string
+	shopBin string
+}
+
+func mustDrillStack(tb testing.TB, dialect string) drillStack {
+	tb.Helper()
+	shopBin, gatewayBin := mustBinaries(tb)
+	shopAddr, gatewayAddr := freeAddr(tb), freeAddr(tb)
+	MustStartProcess(tb, "fakegateway", gatewayBin, map[string]string{
+		"GATEWAY_ADDR": gatewayAddr, "DATA_DIR": tb.TempDir(), "DATABASE_URL": "",
+		"SHOP_PUBLIC_URL": "http://" + shopAddr,
+	}, "http://"+gatewayAddr+"/_control/faults")
+	env := withEnv(fastEnv, map[string]string{
+		"SHOP_ADDR": shopAddr, "GATEWAY_URL": "http://" + gatewayAddr,
+		"DATA_DIR": tb.TempDir(), "DATABASE_URL": modelstest.MustDatabaseURL(tb, dialect),
+		"IDEMPOTENCY_LEASE": "1s", "LOG_LEVEL": "warn",
+	})
+	return drillStack{gateway: "http://" + gatewayAddr, shopEnv: env, shopURL: "http://" + shopAddr, shopBin: shopBin}
+}
+
+// TestCrashDrills kills the real shop process (SIGKILL, from itself) at each crash point in the
+// middle of a checkout, restarts it on the same database, and checks that the operation reaches
+// exactly one final outcome — once through a client retry with the same key, and once through
+// the completer alone with no client at all.
+func TestCrashDrills(t *testing.T) {
+	for _, dialect := range modelstest.Dialects {
+		t.Run(dialect, func(t *testing.T) {
+			for _, point := range payments.CrashPoints {
+				for _, recovery := range []string{"Retry", "CompleterAlone"} {
+					t.Run(point+"/"+recovery, func(t *testing.T) {
+						st := mustDrillStack(t, dialect)
+						crashing := MustStartProcess(t, "shop (crashing)", st.shopBin,
+							withEnv(st.shopEnv, map[string]string{"SHOP_CRASH_AT": point}), st.shopURL+"/healthz")
+						a := post(st.shopURL, "/api/v1/checkout", "drill", checkoutBody("4242424242424242"))
+						if a.Err == nil {
+							t.Fatalf("got an answer (%d %s) from a shop that should have died at %s", a.Status, a.Raw, point)
+						}
+						crashing.MustBeKilled(t)
+
+						MustStartProcess(t, "shop (restarted)", st.shopBin, st.shopEnv, st.shopURL+"/healthz")
+						db := mustShopDB(t, st.shopEnv)
+						keys := models.NewIdempotencyStore(db)
+
+						if recovery == "Retry" {
+							final, _ := retryUntilFinal(t, st.shopURL, "/api/v1/checkout", "drill", checkoutBody("4242424242424242"), 40)
+							if final.Status != http.StatusCreated {
+								t.Fatalf("retry after the crash: got %d %s, want 201", final.Status, final.Raw)
+							}
+							orderID := orderIDOf(final)
+							if got := succeededCharges(t, st.gateway, orderID); got != 1 {
+								t.Errorf("succeeded charges: got %d, want 1", got)
+							}
+						} else {
+							// No client: the completer alone must settle it.
+							eventually(t, 20*time.Second, "the completer to settle the operation", func() bool {
+								r, err := keys.Get(context.Background(), "acme", "drill")
+								if point == payments.CrashAfterKeyReserved {
+									return err != nil // nothing had happened: the key is dropped
+								}
+								return err == nil && r.State == models.KeyCompleted
+							})
+						}
+
+						// Whatever the path: at most one order for the key's operation, paid iff
+						// charged, and exactly one charge in the ledger per paid order.
+						var orders []models.Order
+						db.Where("tenant_id = ?", "acme").Find(&orders)
+						charges := mustLedger(t, st.gateway)
+						paid := 0
+						for _, o := range orders {
+							n := 0
+							for _, c := range charges {
+								if c.Metadata["order_id"] == o.ID && c.Status == "succeeded" {
+									n++
+								}
+							}
+							if o.Status == models.OrderPaid {
+								paid++
+							}
+							if (o.Status == models.OrderPaid) != (n == 1) || n > 1 {
+								t.Errorf("order %s is %s with %d succeeded charges, want paid with exactly 1", o.ID, o.Status, n)
+							}
+						}
+						wantOrders := 1
+						if point == payments.CrashAfterKeyReserved && recovery == "CompleterAlone" {
+							wantOrders = 0
+						}
+						if len(orders) != wantOrders || paid != wantOrders || len(charges) != wantOrders {
+							t.Errorf("got %d orders (%d paid) and %d charges, want %d of each", len(orders), paid, len(charges), wantOrders)
+						}
+					})
+				}
+			}
+		})
+	}
+}
+
+// TestTwoShopProcesses runs two shop processes on one PostgreSQL database and one gateway, and
+// sends the retries of one checkout alternately to each. The gateway answers the first charge
+// only after the shop's client timeout (the lost response): whichever process holds the key
+// next resumes the operation, asks the gateway, and never charges twice.
+func TestTwoShopProcesses(t *testing.T) {
+	st := mustDrillStack(t, models.Postgres)
+	second := withEnv(st.shopEnv, map[string]string{"SHOP_ADDR": freeAddr(t)})
+	MustStartProcess(t, "shop A", st.shopBin, st.shopEnv, st.shopURL+"/healthz")
+	MustStartProcess(t, "shop B", st.shopBin, second, "http://"+second["SHOP_ADDR"]+"/healthz")
+	shops := []string{st.shopURL, "http://" + second["SHOP_ADDR"]}
+
+	body := checkoutBody("4000000000000259") // commit_then_delay: charged, answered too late
+	var final Answer
+	for i := 0; i < 40; i++ {
+		final = post(shops[i%2], "/api/v1/checkout", "two-shops", body)
+		if final.Err == nil && final.Status == http.StatusCreated {
+			break
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	if final.Status != http.StatusCreated {
+		t.Fatalf("got %d %s, want 201 within 40 alternating attempts", final.Status, final.Raw)
+	}
+	if got := succeededCharges(t, st.gateway, orderIDOf(final)); got != 1 {
+		t.Errorf("succeeded charges: got %d, want 1", got)
+	}
+	for _, shop := range shops {
+		again := post(shop, "/api/v1/checkout", "two-shops", body)
+		if !again.Replayed || string(again.Raw) != string(final.Raw) {
+			t.Errorf("%s: got %d replayed=%v, want the stored 201 replayed", shop, again.Status, again.Replayed)
+		}
+	}
+}
