@@ -121,6 +121,10 @@ func mountRoutes(e *echo.Echo, db *gorm.DB, registry *prometheus.Registry) {
 	e.StaticFS("/static", static.FS)
 	(&handlers.Ops{Ping: func(ctx context.Context) error { return models.Ping(ctx, db) }, Registry: registry}).Routes(e)
 
+	orders := models.NewOrderStore(db)
+	(&handlers.Storefront{Tenants: tenants, Products: products, Carts: models.NewCartStore(db), Orders: orders,
+		Placer: handlers.PendingOrderPlacer{Orders: orders}}).Routes(e)
+
 	api := e.Group("/api/v1", handlers.APIKeyAuth(tenants))
 	(&handlers.CatalogAPI{Products: products}).Routes(api)
 }
