@@ -200,10 +200,7 @@ func (s *Storefront) checkoutPage(c echo.Context, cart *models.Cart, form checko
 		{models.ShippingExpress, "Express", "1–2 business days"},
 	} {
 		cost := models.ShippingCost(m.value)
-		price := "Free"
-		if cost > 0 {
-			price = components.Money(cost, currency)
-		}
+		price := shippingPrice(cost, currency)
 		vm.Shipping = append(vm.Shipping, pages.ShippingOption{Value: m.value, Label: m.label, Detail: m.detail,
 			Price: price, Total: components.Money(subtotal+cost, currency), Selected: m.value == method})
 	}

@@ -34,8 +34,8 @@ func (s *Storefront) order(c echo.Context) error {
 		Layout: lay, ID: o.ID, Status: status, StatusClass: class, Email: o.Email,
 		Placed:     o.CreatedAt.UTC().Format("2 January 2006, 15:04 UTC"),
 		Subtotal:   components.Money(o.SubtotalAmount, o.Currency),
-		Shipping:   components.Money(o.ShippingAmount, o.Currency),
-		ShipMethod: o.ShippingMethod,
+		Shipping:   shippingPrice(o.ShippingAmount, o.Currency),
+		ShipMethod: shippingLabel(o.ShippingMethod),
 		Total:      components.Money(o.Amount, o.Currency),
 		AddressLines: []string{o.ShippingName, o.ShippingAddress,
 			strings.TrimSpace(o.ShippingPostalCode + " " + o.ShippingCity), countryName(o.ShippingCountry)},
@@ -111,4 +111,19 @@ func countryName(code string) string {
 		return n
 	}
 	return code
+}
+
+// shippingPrice writes a zero shipping cost as "Free", as the checkout form does.
+func shippingPrice(amount int64, currency string) string {
+	if amount == 0 {
+		return "Free"
+	}
+	return components.Money(amount, currency)
+}
+
+func shippingLabel(method string) string {
+	if method == models.ShippingExpress {
+		return "express"
+	}
+	return "standard"
 }
