@@ -59,20 +59,23 @@ func (s *Storefront) placeOrder(c echo.Context) error {
 	ctx, t, session := c.Request().Context(), TenantOf(c), SessionOf(c)
 	form := readCheckoutForm(c)
 
-	// The form names the cart it was shown for. If that cart is already this session's order,
-	// the first submit won: answer with its order. Checked before the empty-cart redirect,
-	// because after the first submit the session's cart is new and empty.
-	if form.CartID != "" {
-		if o, ok, err := s.sessionOrderFromCart(c, form.CartID); err != nil || ok {
-			if err != nil {
-				return err
-			}
-			return c.Redirect(http.StatusSeeOther, pathFor(c, routeOrder, o.ID))
-		}
-	}
 	cart, err := s.Carts.Current(ctx, t.ID, session)
 	if err != nil {
 		return err
+	}
+	// The form names the cart it was shown for. If that is no longer the open cart and it
+	// became this session's order, an earlier submit of this form won: answer with its order.
+	// The cart is read first, so a submit racing with the winner either still sees the open
+	// cart (and gets ErrCartConverted below) or finds the winner's order here; it never falls
+	// through to "your cart is empty".
+	if form.CartID != "" && form.CartID != cart.ID {
+		o, ok, err := s.sessionOrderFromCart(c, form.CartID)
+		if err != nil {
+			return err
+		}
+		if ok {
+			return c.Redirect(http.StatusSeeOther, pathFor(c, routeOrder, o.ID))
+		}
 	}
 	if len(cart.Lines) == 0 {
 		return c.Redirect(http.StatusSeeOther, withNotice(pathFor(c, routeCart, t.ID), "empty"))

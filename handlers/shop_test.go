@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 
 	"gorm.io/gorm"
@@ -336,5 +337,57 @@ func TestStorefrontBadInput(t *testing.T) {
 		t.Run("ErrNotFoundUnknownTenantPost", func(t *testing.T) {
 			b.MustPost(t, "/shop/initech/cart/items", url.Values{"sku": {"camp-mug"}, "quantity": {"1"}}, http.StatusNotFound)
 		})
+	})
+}
+
+// TestStorefrontConcurrentSubmits sends the same checkout form several times at once, as an
+// impatient double (or quadruple) click would: every answer must point at one and the same
+// order.
+func TestStorefrontConcurrentSubmits(t *testing.T) {
+	modelstest.ForEachDialect(t, func(t *testing.T, db *gorm.DB) {
+		srv := MustShop(t, db)
+		b := MustBrowser(t, srv)
+		b.MustGet(t, "/shop/globex", http.StatusOK)
+		b.MustAdd(t, "globex", "espresso-beans", "2")
+		form := checkoutValues(b.MustGet(t, "/shop/globex/checkout", http.StatusOK))
+		form.Set("_csrf", b.csrf)
+
+		const submits = 4
+		type result struct {
+			status   int
+			location string
+			err      error
+		}
+		results := make(chan result, submits)
+		var wg sync.WaitGroup
+		for range submits {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				resp, err := b.client.PostForm(srv.URL+"/shop/globex/checkout", form)
+				if err != nil {
+					results <- result{err: err}
+					return
+				}
+				resp.Body.Close()
+				results <- result{status: resp.StatusCode, location: resp.Header.Get("Location")}
+			}()
+		}
+		wg.Wait()
+		close(results)
+		locations := map[string]int{}
+		for r := range results {
+			if r.err != nil || r.status != http.StatusSeeOther {
+				t.Errorf("got status %d (err %v), want 303", r.status, r.err)
+				continue
+			}
+			locations[r.location]++
+		}
+		if len(locations) != 1 {
+			t.Errorf("got redirects to %v, want every submit sent to one order", locations)
+		}
+		if n := MustCount(t, db, &models.Order{}); n != 1 {
+			t.Errorf("got %d orders, want 1", n)
+		}
 	})
 }
