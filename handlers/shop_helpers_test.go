@@ -29,6 +29,8 @@ func MustShop(tb testing.TB, db *gorm.DB) *httptest.Server {
 		Tenants: models.NewTenantStore(db), Products: models.NewProductStore(db), Carts: models.NewCartStore(db),
 		Orders: orders, Placer: handlers.PendingOrderPlacer{Orders: orders},
 	}).Routes(e)
+	api := e.Group("/api/v1", handlers.APIKeyAuth(models.NewTenantStore(db)))
+	(&handlers.CatalogAPI{Products: models.NewProductStore(db)}).Routes(api)
 	srv := httptest.NewServer(e)
 	tb.Cleanup(srv.Close)
 	return srv

@@ -334,6 +334,31 @@ func TestStorefrontBadInput(t *testing.T) {
 				t.Errorf("got %d cart lines, want 1", n)
 			}
 		})
+		t.Run("ErrOutOfStock", func(t *testing.T) {
+			_, doc := b.MustPost(t, "/shop/acme/cart/items", url.Values{"sku": {"brass-compass"}, "quantity": {"6"}}, http.StatusConflict)
+			if msg := text(doc.Find(`[data-testid="error-page"] p`).First()); !strings.Contains(msg, "only 5") {
+				t.Errorf("got message %q, want one saying only 5 are left", msg)
+			}
+			if n := lines(); n != 1 {
+				t.Errorf("got %d cart lines, want 1", n)
+			}
+		})
+		t.Run("ErrHTMXGetsErrorPage", func(t *testing.T) {
+			_, doc := b.MustPost(t, "/shop/acme/cart/items", url.Values{"sku": {"nope"}, "quantity": {"1"}}, http.StatusNotFound, "HX-Request", "true")
+			if doc.Find(`main#main [data-testid="error-page"]`).Length() != 1 {
+				t.Errorf("got no error page inside main#main, want one for htmx to swap in")
+			}
+		})
+		t.Run("APIHasNoSessionOrCSRF", func(t *testing.T) {
+			resp, err := http.Get(srv.URL + "/api/v1/products")
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusUnauthorized || len(resp.Cookies()) != 0 {
+				t.Errorf("got status %d with %d cookies, want 401 with none", resp.StatusCode, len(resp.Cookies()))
+			}
+		})
 		t.Run("ErrNotFoundUnknownTenantPost", func(t *testing.T) {
 			b.MustPost(t, "/shop/initech/cart/items", url.Values{"sku": {"camp-mug"}, "quantity": {"1"}}, http.StatusNotFound)
 		})
