@@ -106,9 +106,15 @@ func TestWebhooks(t *testing.T) {
 		t.Run("Refunded", func(t *testing.T) {
 			ch := g.mustCharge(t, "w-refund", cardOK)
 			g.mustDo(t, http.MethodPost, "/v1/charges/"+ch.ID+"/refunds", "{}", nil)
+			// Webhooks carry no ordering guarantee (the refund's event may overtake the charge's
+			// while the sender works on several deliveries), so look for it among the three.
 			got := g.hooks.forCharge(t, ch.ID, 3)
-			if got[2].Type != "charge.refunded" || got[2].Event.Data.Charge.Status != "refunded" {
-				t.Errorf("got %s, want charge.refunded last", types(got))
+			refunded := false
+			for _, m := range got {
+				refunded = refunded || (m.Type == "charge.refunded" && m.Event.Data.Charge.Status == "refunded")
+			}
+			if !refunded {
+				t.Errorf("got %s, want a charge.refunded event with the refunded charge", types(got))
 			}
 		})
 		t.Run("TamperedBodyRejected", func(t *testing.T) {

@@ -18,8 +18,8 @@ import (
 
 // PaymentOperations is what the payment endpoints need: the two operations of package payments.
 type PaymentOperations interface {
-	Checkout(ctx context.Context, key payments.Key, req payments.CheckoutRequest) (payments.Response, error)
-	Pay(ctx context.Context, key payments.Key, req payments.PaymentRequest) (payments.Response, error)
+	Checkout(ctx context.Context, key payments.Key, endpoint string, req payments.CheckoutRequest) (payments.Response, error)
+	Pay(ctx context.Context, key payments.Key, endpoint string, req payments.PaymentRequest) (payments.Response, error)
 }
 
 // PaymentsAPI serves POST /api/v1/checkout and POST /api/v1/payments. Both run under an
@@ -49,7 +49,12 @@ func (h *PaymentsAPI) Routes(g *echo.Group) {
 // invalid_request; 404 unknown_product; 409 out_of_stock; 503 gateway_unavailable (nothing
 // charged); 502/504 payment_outcome_unknown (retry with the same key: it resumes, never
 // charges twice).
-func (h *PaymentsAPI) checkout(c echo.Context) error {
+func (h *PaymentsAPI) checkout(c echo.Context) error { return runCheckout(c, h.Ops) }
+
+// runCheckout decodes a checkout request and runs the checkout operation under the request's
+// idempotency key. The API and the storefront both end here; the storefront has put the
+// browser's cart in the context, so the order converts it.
+func runCheckout(c echo.Context, ops PaymentOperations) error {
 	body, err := io.ReadAll(c.Request().Body)
 	if err != nil {
 		return err
@@ -64,7 +69,11 @@ func (h *PaymentsAPI) checkout(c echo.Context) error {
 	}
 	in := order.newOrder()
 	in.TenantID = TenantOf(c).ID
-	resp, err := h.Ops.Checkout(c.Request().Context(), IdempotencyKeyOf(c), payments.CheckoutRequest{Order: in, CardNumber: card})
+	if cartID, ok := c.Get(ctxCheckoutCart).(string); ok {
+		in.CartID, in.SessionID = cartID, SessionOf(c)
+	}
+	endpoint := c.Request().Method + " " + c.Path()
+	resp, err := ops.Checkout(c.Request().Context(), IdempotencyKeyOf(c), endpoint, payments.CheckoutRequest{Order: in, CardNumber: card})
 	if err != nil {
 		return err
 	}
@@ -73,7 +82,11 @@ func (h *PaymentsAPI) checkout(c echo.Context) error {
 
 // pay pays an existing order. Answers as checkout, plus 404 for an unknown order, 400
 // amount_mismatch, 409 order_already_paid and 409 payment_in_progress.
-func (h *PaymentsAPI) pay(c echo.Context) error {
+func (h *PaymentsAPI) pay(c echo.Context) error { return runPayment(c, h.Ops) }
+
+// runPayment decodes a payment request and runs the payment operation under the request's
+// idempotency key, for the API and the storefront alike.
+func runPayment(c echo.Context, ops PaymentOperations) error {
 	body, err := io.ReadAll(c.Request().Body)
 	if err != nil {
 		return err
@@ -83,7 +96,8 @@ func (h *PaymentsAPI) pay(c echo.Context) error {
 		return err
 	}
 	p.TenantID = TenantOf(c).ID
-	resp, err := h.Ops.Pay(c.Request().Context(), IdempotencyKeyOf(c), p)
+	endpoint := c.Request().Method + " " + c.Path()
+	resp, err := ops.Pay(c.Request().Context(), IdempotencyKeyOf(c), endpoint, p)
 	if err != nil {
 		return err
 	}
@@ -232,7 +246,7 @@ func RenderOperation(out payments.Result) (payments.Response, error) {
 		body["order_id"] = out.Order.ID
 		body["payment_id"] = out.Payment.ID
 		resp, err = JSONResponse(status, body)
-	case out.Endpoint == payments.EndpointCheckout:
+	case payments.IsCheckout(out.Endpoint):
 		resp, err = JSONResponse(http.StatusCreated, map[string]any{"order": OrderJSONOf(out.Order), "payment": PaymentJSONOf(out.Payment)})
 	default:
 		resp, err = JSONResponse(http.StatusCreated, PaymentJSONOf(out.Payment))

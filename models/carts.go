@@ -179,3 +179,22 @@ func outOfStock(sku string, available int) *Error {
 		Message: fmt.Sprintf("only %d of %s left in stock", available, sku),
 		Fields:  map[string]string{"sku": sku, "available": fmt.Sprint(available)}}
 }
+
+// ByID returns one of the session's carts, open or converted, with its lines and products, or
+// ErrNotFound (also for another session's cart). A converted cart keeps its lines: they are
+// what the order was placed from, and a retried checkout must see the same items.
+func (s *CartStore) ByID(ctx context.Context, tenantID, sessionID, cartID string) (*Cart, error) {
+	var c Cart
+	err := s.db.WithContext(ctx).
+		Preload("Lines", func(db *gorm.DB) *gorm.DB { return db.Order("cart_lines.created_at, cart_lines.product_id") }).
+		Preload("Lines.Product").
+		Where("id = ? AND tenant_id = ? AND session_id = ?", cartID, tenantID, sessionID).
+		Take(&c).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load cart: %w", err)
+	}
+	return &c, nil
+}

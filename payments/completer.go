@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"time"
 
-
 	"checkoutlab/models"
 )
 
@@ -30,7 +29,7 @@ type Completer struct {
 // returns how many it finished. An operation whose outcome is still unknown (the gateway did
 // not answer) is released again for the next pass; nothing is ever expired silently.
 func (c *Completer) RunOnce(ctx context.Context) (int, error) {
-	claimed, err := c.Keys.ClaimAbandoned(ctx, []string{EndpointCheckout, EndpointPayments}, c.Lease, 20)
+	claimed, err := c.Keys.ClaimAbandoned(ctx, Endpoints, c.Lease, 20)
 	if err != nil {
 		return 0, err
 	}

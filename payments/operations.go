@@ -27,7 +27,8 @@ type PaymentRequest struct {
 	CardNumber string
 }
 
-// Checkout places an order and pays for it, as one operation under key.
+// Checkout places an order and pays for it, as one operation under key. endpoint names the
+// route the key was made for (API or storefront): the answer is rendered for it.
 //
 // On a fresh key it validates the order, exchanges the card for a gateway payment method,
 // then commits the order, a pending payment and the recovery point payment_created in one
@@ -38,9 +39,9 @@ type PaymentRequest struct {
 // invalid_request, unknown_product (not stored: the key may be reused); out_of_stock (a
 // business outcome the caller stores); gateway_unavailable (503) and payment_outcome_unknown
 // (502/504), after which the key must be released so a retry resumes; ErrLeaseLost.
-func (s *Service) Checkout(ctx context.Context, key Key, req CheckoutRequest) (Response, error) {
+func (s *Service) Checkout(ctx context.Context, key Key, endpoint string, req CheckoutRequest) (Response, error) {
 	if key.RecoveryPoint() != PointStarted {
-		return s.charge(ctx, key, EndpointCheckout, true)
+		return s.charge(ctx, key, endpoint, true)
 	}
 	s.crash(CrashAfterKeyReserved)
 	req.Order.Normalize()
@@ -62,16 +63,16 @@ func (s *Service) Checkout(ctx context.Context, key Key, req CheckoutRequest) (R
 		return Response{}, err
 	}
 	s.crash(CrashAfterOrderCreated)
-	return s.charge(ctx, key, EndpointCheckout, false)
+	return s.charge(ctx, key, endpoint, false)
 }
 
 // Pay pays an existing order, as one operation under key. It behaves like Checkout without
 // the order phase. Extra errors: not_found for an order of another tenant, invalid_request
 // when amount or currency differ from the order's, ErrOrderAlreadyPaid and
 // ErrPaymentInProgress (business outcomes, stored).
-func (s *Service) Pay(ctx context.Context, key Key, req PaymentRequest) (Response, error) {
+func (s *Service) Pay(ctx context.Context, key Key, endpoint string, req PaymentRequest) (Response, error) {
 	if key.RecoveryPoint() != PointStarted {
-		return s.charge(ctx, key, EndpointPayments, true)
+		return s.charge(ctx, key, endpoint, true)
 	}
 	s.crash(CrashAfterKeyReserved)
 	order, err := models.NewOrderStore(s.DB).Get(ctx, req.TenantID, req.OrderID)
@@ -102,7 +103,7 @@ func (s *Service) Pay(ctx context.Context, key Key, req PaymentRequest) (Respons
 		return Response{}, err
 	}
 	s.crash(CrashAfterOrderCreated)
-	return s.charge(ctx, key, EndpointPayments, false)
+	return s.charge(ctx, key, endpoint, false)
 }
 
 // createPaymentTx is the second half of the first phase: the pending payment with its derived

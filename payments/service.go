@@ -28,12 +28,23 @@ const (
 	PointFinished       = models.RecoveryFinished
 )
 
-// Endpoints, as the idempotency layer records them. The completer uses them to know which
-// operation a key belongs to.
+// Endpoints, as the idempotency layer records them (method and route). The completer uses
+// them to know which operation a key belongs to. The storefront's forms run the same two
+// operations as the API, under keys of the browser session.
 const (
-	EndpointCheckout = "POST /api/v1/checkout"
-	EndpointPayments = "POST /api/v1/payments"
+	EndpointCheckout        = "POST /api/v1/checkout"
+	EndpointPayments        = "POST /api/v1/payments"
+	EndpointBrowserCheckout = "POST /shop/:tenant/checkout"
+	EndpointBrowserPayment  = "POST /shop/:tenant/orders/:id/pay"
 )
+
+// Endpoints lists every endpoint whose operations the completer may finish.
+var Endpoints = []string{EndpointCheckout, EndpointPayments, EndpointBrowserCheckout, EndpointBrowserPayment}
+
+// IsCheckout reports whether endpoint places an order as well as paying it.
+func IsCheckout(endpoint string) bool {
+	return endpoint == EndpointCheckout || endpoint == EndpointBrowserCheckout
+}
 
 // Key is what an operation needs from its idempotency key: where the operation got to, and
 // writes that only apply while the key is still ours (fencing). *models.IdempotencyKey is one.

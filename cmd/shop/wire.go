@@ -66,6 +66,12 @@ func mountRoutes(e *echo.Echo, cfg Config, db *gorm.DB, registry *prometheus.Reg
 	(&handlers.Ops{Ping: func(ctx context.Context) error { return models.Ping(ctx, db) }, Registry: registry}).Routes(e)
 	(&handlers.Webhooks{Verifier: verifier, Processor: &payments.WebhookProcessor{DB: db, Outbox: jobs, Logger: logger}}).Routes(e)
 
+	(&handlers.Storefront{Tenants: tenants, Products: products, Carts: models.NewCartStore(db), Orders: orders,
+		Payments: service, Keys: keys,
+		CheckoutIdempotent: handlers.Idempotent(keys, cfg.IdempotencyLease, cards.CheckoutFingerprint, keyMetrics),
+		PayIdempotent:      handlers.Idempotent(keys, cfg.IdempotencyLease, cards.PaymentFingerprint, keyMetrics),
+	}).Routes(e)
+
 	api := e.Group("/api/v1", handlers.APIKeyAuth(tenants))
 	(&handlers.CatalogAPI{Products: products}).Routes(api)
 	(&handlers.OrdersAPI{Orders: orders,

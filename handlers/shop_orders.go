@@ -1,0 +1,161 @@
+package handlers
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"checkoutlab/models"
+	"checkoutlab/web/components"
+	"checkoutlab/web/pages"
+)
+
+// order renders the confirmation of the order with the id in the path. The id is unguessable
+// and works as the page's capability, like a receipt link, so no session check is made; an
+// unknown id is a 404 page.
+func (s *Storefront) order(c echo.Context) error {
+	ctx := c.Request().Context()
+	o, err := s.Orders.GetAnyTenant(ctx, c.Param("id"))
+	if err != nil {
+		return err
+	}
+	t, err := s.Tenants.Get(ctx, o.TenantID)
+	if err != nil {
+		return err
+	}
+	c.Set(ctxTenant, t)
+	lay, err := s.layoutFor(c, t, "Order "+o.ID, -1)
+	if err != nil {
+		return err
+	}
+	status, class := orderStatus(o.Status)
+	vm := pages.OrderPage{
+		Layout: lay, ID: o.ID, Status: status, StatusClass: class, Email: o.Email,
+		Placed:     o.CreatedAt.UTC().Format("2 January 2006, 15:04 UTC"),
+		Subtotal:   components.Money(o.SubtotalAmount, o.Currency),
+		Shipping:   shippingPrice(o.ShippingAmount, o.Currency),
+		ShipMethod: shippingLabel(o.ShippingMethod),
+		Total:      components.Money(o.Amount, o.Currency),
+		AddressLines: []string{o.ShippingName, o.ShippingAddress,
+			strings.TrimSpace(o.ShippingPostalCode + " " + o.ShippingCity), countryName(o.ShippingCountry)},
+		ShopURL: lay.StorePath, OrdersURL: pathFor(c, routeOrders, t.ID),
+	}
+	for _, l := range o.Lines {
+		vm.Lines = append(vm.Lines, pages.SummaryLine{Name: l.Name, Quantity: l.Quantity, Amount: components.Money(l.Amount, o.Currency)})
+	}
+	for _, p := range o.Payments {
+		vm.Payments = append(vm.Payments, pages.Payment{Status: paymentStatus(p), Amount: components.Money(p.Amount, p.Currency),
+			Card: strings.TrimSpace(p.CardBrand + " •••• " + p.CardLast4)})
+		if p.Status == models.PaymentPending {
+			vm.Confirming = true
+		}
+	}
+	vm.Heading = "Thank you for your order"
+	switch {
+	case vm.Confirming:
+		vm.Heading = "We are confirming your payment"
+	case o.Status == models.OrderPaymentFailed:
+		vm.Heading = "Your payment did not go through"
+		if n := len(o.Payments); n > 0 {
+			vm.Declined = declineMessage(o.Payments[n-1].DeclineCode)
+		}
+	case o.Status == models.OrderPendingPayment:
+		vm.Heading = "Your order is waiting for payment"
+	}
+	// The order can take a new payment when it is not paid and no payment is in flight: a
+	// second payment while one is unconfirmed would be a second charge waiting to happen.
+	if o.Status != models.OrderPaid && !vm.Confirming {
+		vm.Pay = &pages.PayForm{Action: pathFor(c, routeOrderPay, t.ID, o.ID), CSRF: CSRFToken(c),
+			IdempotencyKey: models.NewID("idem"), Total: components.Money(o.Amount, o.Currency)}
+	}
+	return render(c, http.StatusOK, pages.Order(vm))
+}
+
+// orders renders the session's order history in this store.
+func (s *Storefront) orders(c echo.Context) error {
+	t := TenantOf(c)
+	os, err := s.Orders.ListForSession(c.Request().Context(), t.ID, SessionOf(c))
+	if err != nil {
+		return err
+	}
+	lay, err := s.layoutFor(c, t, "Your orders", -1)
+	if err != nil {
+		return err
+	}
+	vm := pages.OrdersPage{Layout: lay, ShopURL: lay.StorePath}
+	for _, o := range os {
+		status, class := orderStatus(o.Status)
+		items := 0
+		for _, l := range o.Lines {
+			items += l.Quantity
+		}
+		vm.Orders = append(vm.Orders, pages.OrderSummary{ID: o.ID, URL: pathFor(c, routeOrder, o.ID),
+			Placed: o.CreatedAt.UTC().Format("2 Jan 2006, 15:04"), Items: items,
+			Total: components.Money(o.Amount, o.Currency), Status: status, StatusClass: class})
+	}
+	return render(c, http.StatusOK, pages.Orders(vm))
+}
+
+// orderStatus puts an order status into words, with a class for its colour.
+func orderStatus(status string) (words, class string) {
+	switch status {
+	case models.OrderPaid:
+		return "Paid", "paid"
+	case models.OrderPaymentFailed:
+		return "Payment failed", "failed"
+	default:
+		return "Pending payment", "pending"
+	}
+}
+
+// paymentStatus puts a payment's status into words. Pending is never shown as a failure: the
+// outcome is unknown, and saying "failed" would invite the customer to pay twice.
+func paymentStatus(p models.Payment) string {
+	switch p.Status {
+	case models.PaymentSucceeded:
+		return "Succeeded"
+	case models.PaymentFailed:
+		if p.DeclineCode != "" {
+			return "Failed (" + strings.ReplaceAll(p.DeclineCode, "_", " ") + ")"
+		}
+		return "Failed"
+	case models.PaymentRefunded:
+		return "Refunded"
+	default:
+		return "Processing: outcome not known yet"
+	}
+}
+
+func countryName(code string) string {
+	if n, ok := countryNames[code]; ok {
+		return n
+	}
+	return code
+}
+
+// shippingPrice writes a zero shipping cost as "Free", as the checkout form does.
+func shippingPrice(amount int64, currency string) string {
+	if amount == 0 {
+		return "Free"
+	}
+	return components.Money(amount, currency)
+}
+
+func shippingLabel(method string) string {
+	if method == models.ShippingExpress {
+		return "express"
+	}
+	return "standard"
+}
+
+// declineMessage puts a gateway decline code into words for the customer.
+func declineMessage(code string) string {
+	switch code {
+	case "insufficient_funds":
+		return "Your card was declined: insufficient funds. You can pay with another card below."
+	case "expired_card":
+		return "Your card has expired. You can pay with another card below."
+	}
+	return "Your card was declined. You can pay with another card below."
+}

@@ -1,0 +1,34 @@
+package components_test
+
+import (
+	"testing"
+
+	"checkoutlab/web/components"
+)
+
+func TestMoney(t *testing.T) {
+	tests := []struct {
+		name     string
+		amount   int64
+		currency string
+		want     string
+	}{
+		{"USD", 8900, "USD", "$89.00"},
+		{"EUR", 2490, "EUR", "€24.90"},
+		{"SmallMinor", 5, "EUR", "€0.05"},
+		{"Zero", 0, "USD", "$0.00"},
+		{"Thousands", 123456789, "USD", "$1,234,567.89"},
+		{"ExactThousand", 100000, "GBP", "£1,000.00"},
+		{"NoMinorUnits", 1500, "JPY", "¥1,500"},
+		{"LowerCaseCode", 1250, "eur", "€12.50"},
+		{"UnknownCurrency", 1250, "XYZ", "12.50 XYZ"},
+		{"Negative", -1500, "USD", "-$15.00"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := components.Money(tt.amount, tt.currency); got != tt.want {
+				t.Errorf("Money(%d, %q): got %q, want %q", tt.amount, tt.currency, got, tt.want)
+			}
+		})
+	}
+}
