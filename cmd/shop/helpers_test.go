@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/PuerkitoBio/goquery"
 	"gorm.io/gorm"
 
 	"checkoutlab/models"
@@ -187,3 +188,21 @@ func orderIDOf(a Answer) string {
 }
 
 func jsonDecode(r io.Reader, v any) error { return json.NewDecoder(r).Decode(v) }
+
+// mustPage fetches an HTML page that must answer 200.
+func mustPage(tb testing.TB, url string) *goquery.Document {
+	tb.Helper()
+	res, err := http.Get(url)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		tb.Fatalf("GET %s: got %d, want 200", url, res.StatusCode)
+	}
+	doc, err := goquery.NewDocumentFromReader(res.Body)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return doc
+}

@@ -97,6 +97,16 @@ func TestCheckoutSurvivesEveryFault(t *testing.T) {
 					t.Errorf("reconciliation %s: got %v, want empty", list, l)
 				}
 			}
+			// The pages a trainer shows: one receipt per paid order in the mailbox, and every
+			// invariant OK in the reconciliation view.
+			mailbox := mustPage(t, st.Shop+"/mailbox?tenant=acme")
+			if got := mailbox.Find(`[data-testid="mail-message"]`).Length(); float64(got) != rep["paid_orders"] {
+				t.Errorf("mailbox: got %d receipts, want one per paid order (%v)", got, rep["paid_orders"])
+			}
+			checks := mustPage(t, st.Shop+"/reconciliation?tenant=acme").Find(`[data-testid="reconciliation-check"] .status`)
+			if checks.Length() != 5 || checks.Text() != "OKOKOKOKOK" {
+				t.Errorf("reconciliation page: got %d checks reading %q, want 5 OK", checks.Length(), checks.Text())
+			}
 		})
 	}
 }

@@ -81,8 +81,10 @@ func mountRoutes(e *echo.Echo, cfg Config, db *gorm.DB, registry *prometheus.Reg
 		CheckoutIdempotent: handlers.Idempotent(keys, cfg.IdempotencyLease, cards.CheckoutFingerprint, keyMetrics),
 		PaymentIdempotent:  handlers.Idempotent(keys, cfg.IdempotencyLease, cards.PaymentFingerprint, keyMetrics),
 	}).Routes(api)
-	(&handlers.ReconciliationAPI{Reconciler: &payments.Reconciler{DB: db, Gateway: gateway,
-		Grace: 2*cfg.IdempotencyLease + cfg.CompleterInterval + 2*cfg.GatewayTimeout}}).Routes(api)
+	reconciler := &payments.Reconciler{DB: db, Gateway: gateway,
+		Grace: 2*cfg.IdempotencyLease + cfg.CompleterInterval + 2*cfg.GatewayTimeout}
+	(&handlers.ReconciliationAPI{Reconciler: reconciler}).Routes(api)
+	(&handlers.OpsPages{Mailbox: effects, Reconciler: reconciler, Tenants: tenants}).Routes(e)
 	return &background{jobs: jobs, completer: completer}, nil
 }
 
