@@ -154,7 +154,10 @@ func TestWebhookEndpoint(t *testing.T) {
 				return res.StatusCode
 			}
 			var events int64
-			count := func() int64 { db.Model(&models.WebhookEvent{}).Where("event_id = ?", "evt_test_1").Count(&events); return events }
+			count := func() int64 {
+				db.Model(&models.WebhookEvent{}).Where("event_id = ?", "evt_test_1").Count(&events)
+				return events
+			}
 
 			if got := send("evt_test_1", time.Now(), body, "whsec_"+"c2VjcmV0LW9mLXNvbWVib2R5LWVsc2U="); got != http.StatusUnauthorized {
 				t.Errorf("forged signature: got %d, want 401", got)
