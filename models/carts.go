@@ -23,9 +23,7 @@ func NewCartStore(db *gorm.DB) *CartStore { return &CartStore{db: db} }
 // or an empty, unsaved cart if the session has none yet. Viewing never creates a cart.
 func (s *CartStore) Current(ctx context.Context, tenantID, sessionID string) (*Cart, error) {
 	var c Cart
-	err := s.db.WithContext(ctx).
-		Preload("Lines", func(db *gorm.DB) *gorm.DB { return db.Order("cart_lines.created_at, cart_lines.product_id") }).
-		Preload("Lines.Product").
+	err := withLines(s.db.WithContext(ctx)).
 		Where("tenant_id = ? AND session_id = ? AND status = ?", tenantID, sessionID, CartOpen).
 		Take(&c).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
@@ -185,9 +183,7 @@ func outOfStock(sku string, available int) *Error {
 // what the order was placed from, and a retried checkout must see the same items.
 func (s *CartStore) ByID(ctx context.Context, tenantID, sessionID, cartID string) (*Cart, error) {
 	var c Cart
-	err := s.db.WithContext(ctx).
-		Preload("Lines", func(db *gorm.DB) *gorm.DB { return db.Order("cart_lines.created_at, cart_lines.product_id") }).
-		Preload("Lines.Product").
+	err := withLines(s.db.WithContext(ctx)).
 		Where("id = ? AND tenant_id = ? AND session_id = ?", cartID, tenantID, sessionID).
 		Take(&c).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
@@ -197,4 +193,10 @@ func (s *CartStore) ByID(ctx context.Context, tenantID, sessionID, cartID string
 		return nil, fmt.Errorf("load cart: %w", err)
 	}
 	return &c, nil
+}
+
+// withLines loads a cart's lines, in the order they were added, with their products.
+func withLines(q *gorm.DB) *gorm.DB {
+	return q.Preload("Lines", func(db *gorm.DB) *gorm.DB { return db.Order("cart_lines.created_at, cart_lines.product_id") }).
+		Preload("Lines.Product")
 }
