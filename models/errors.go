@@ -1,8 +1,14 @@
 package models
 
 import (
+	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
+	"net"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Kind is the small vocabulary of failure that the whole shop speaks. The central HTTP error
@@ -62,13 +68,48 @@ var (
 	ErrUnauthorized = &Error{Kind: KindUnauthorized, Code: "unauthorized", Message: "missing or unknown API key"}
 )
 
-// ErrorOf returns the *Error in err's chain, or a KindInternal error wrapping err.
+// ErrorOf returns the *Error in err's chain; else, for a database that cannot be reached, a
+// KindUnavailable error (503: retry later, with the same idempotency key); else a KindInternal
+// error wrapping err.
 func ErrorOf(err error) *Error {
 	var e *Error
 	if errors.As(err, &e) {
 		return e
 	}
+	if IsUnavailable(err) {
+		return &Error{Kind: KindUnavailable, Code: "database_unavailable",
+			Message: "the database is not reachable right now; nothing was lost, retry with the same Idempotency-Key", Err: err}
+	}
 	return &Error{Kind: KindInternal, Code: "internal_error", Message: "something went wrong on our side", Err: err}
+}
+
+// IsUnavailable reports whether err means the database could not be reached or went away
+// (connection refused or reset, the server shutting down or refusing connections), as opposed
+// to a bug or a rejected statement.
+func IsUnavailable(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, driver.ErrBadConn) || errors.Is(err, sql.ErrConnDone) {
+		return true
+	}
+	var netErr net.Error
+	if errors.As(err, &netErr) {
+		return true
+	}
+	var connectErr *pgconn.ConnectError
+	if errors.As(err, &connectErr) {
+		return true // whatever the server said, we could not get a connection
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		// Class 08: connection exception; 57P01–57P03: admin shutdown, crash shutdown,
+		// cannot connect now; 3D000: the database does not exist (dropped, or not yet made).
+		return strings.HasPrefix(pgErr.Code, "08") || strings.HasPrefix(pgErr.Code, "57P") || pgErr.Code == "3D000"
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "conn closed") || strings.Contains(msg, "connection refused") ||
+		strings.Contains(msg, "unexpected EOF") || strings.Contains(msg, "database is closed")
 }
 
 // Invalid returns a validation error listing field problems, e.g. {"email": "is required"}.
