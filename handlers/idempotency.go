@@ -201,16 +201,17 @@ func runOwned(c echo.Context, next echo.HandlerFunc, key *models.IdempotencyKey,
 	defer cancel()
 	c.SetRequest(req.WithContext(ctx))
 	c.Set(ctxIdempotencyKey, key)
-	// Cleanup must happen even when the request's context is cancelled (client gone, lease
-	// lost), so it runs on a context of its own.
-	cleanupCtx, cleanupCancel := context.WithTimeout(context.WithoutCancel(req.Context()), 5*time.Second)
-	defer cleanupCancel()
-
 	renew := startRenewer(ctx, key, cancel)
 	rec := startRecording(c.Response())
 	err, panicked := callHandler(next, c)
 	leaseLost := renew.stop()
 	status, header, body := rec.stop()
+
+	// Cleanup must happen even when the request's context is cancelled (client gone, lease
+	// lost), so it runs on a context of its own, made now: its deadline counts from the end
+	// of the handler, however long the handler took.
+	cleanupCtx, cleanupCancel := context.WithTimeout(context.WithoutCancel(req.Context()), 5*time.Second)
+	defer cleanupCancel()
 
 	if panicked != nil {
 		// The work may be half done: keep the progress, free the key, and let the router's

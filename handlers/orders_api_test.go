@@ -351,6 +351,13 @@ func TestOrdersInfrastructureFailure(t *testing.T) {
 			"Unavailable": func(context.Context) error {
 				return &models.Error{Kind: models.KindUnavailable, Code: "service_unavailable", Message: "database down"}
 			},
+			// A slow failure: the key must still be released after a handler that ran longer
+			// than the middleware's cleanup timeout (a regression: the timeout used to start
+			// before the handler, so a slow gateway left the key locked for a whole lease).
+			"SlowTimeout": func(context.Context) error {
+				time.Sleep(5500 * time.Millisecond)
+				return &models.Error{Kind: models.KindTimeout, Code: "payment_outcome_unknown", Message: "no answer in time"}
+			},
 		} {
 			t.Run(name, func(t *testing.T) {
 				key := "fail-" + name
