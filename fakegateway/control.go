@@ -1,8 +1,10 @@
 package fakegateway
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -97,8 +99,19 @@ func (g *Gateway) postResend(c echo.Context) error {
 	return c.JSON(http.StatusAccepted, d)
 }
 
+// isForm reports whether the request is the page's HTML form. A JSON body counts as JSON
+// whatever its Content-Type says: `curl -d '{"fault":…}'` sends the form type by default, and
+// must arm the fault rather than be read as an empty form.
 func isForm(c echo.Context) bool {
-	return strings.HasPrefix(c.Request().Header.Get(echo.HeaderContentType), echo.MIMEApplicationForm)
+	if !strings.HasPrefix(c.Request().Header.Get(echo.HeaderContentType), echo.MIMEApplicationForm) {
+		return false
+	}
+	body, err := io.ReadAll(c.Request().Body)
+	if err != nil {
+		return true
+	}
+	c.Request().Body = io.NopCloser(bytes.NewReader(body))
+	return !strings.HasPrefix(strings.TrimSpace(string(body)), "{")
 }
 
 // redirectHome answers a form post with a 303 to the page, carrying a failure message if

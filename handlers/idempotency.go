@@ -243,7 +243,14 @@ func runOwned(c echo.Context, next echo.HandlerFunc, key *models.IdempotencyKey,
 		status, header, body = errorResponse(err)
 	}
 
-	switch dispositionOf(status) {
+	disposition := dispositionOf(status)
+	if errors.Is(err, models.ErrPaymentInProgress) {
+		// A 409 that describes a passing state (another payment of the order is being
+		// confirmed), not an outcome of this request: storing it would refuse the key forever.
+		// The operation wrote nothing, so the key is forgotten and may be used again.
+		disposition = forget
+	}
+	switch disposition {
 	case store:
 		if cerr := key.Complete(cleanupCtx, status, header, body); cerr != nil {
 			// The answer could not be stored. Release so that a retry is not stuck with 409;

@@ -61,5 +61,8 @@ func (h *Webhooks) receive(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	if duplicate {
+		decision = "duplicate"
+	}
 	return writeJSON(c, http.StatusOK, map[string]any{"received": true, "duplicate": duplicate, "decision": decision})
 }

@@ -20,9 +20,9 @@ import (
 // The job queue is River, on the same database as the shop. Side effects (a receipt, a
 // shipment request) are inserted as jobs in the SAME transaction as the state change that
 // causes them — the transactional outbox — so a paid order always gets its jobs and a rolled
-// back one never does. Background maintenance (the completer, the reaper) runs as periodic
-// River jobs, which River schedules only on its elected leader, so several shop processes on
-// one database do not all run them at once.
+// back one never does. The reaper runs as a periodic River job, which River schedules only on
+// its elected leader, so several shop processes on one database do not all run it at once.
+// (The completer does not: see Completer.Run for why.)
 
 func jobDriver(db *gorm.DB) (riverdriver.Driver[*sql.Tx], error) {
 	sqlDB, err := db.DB()

@@ -79,13 +79,13 @@ func (s *Service) Pay(ctx context.Context, key Key, endpoint string, req Payment
 	if err != nil {
 		return Response{}, err
 	}
+	if order.Status == models.OrderPaid {
+		return Response{}, models.ErrOrderAlreadyPaid
+	}
 	if req.Amount != order.Amount || req.Currency != order.Currency {
 		return Response{}, &models.Error{Kind: models.KindInvalid, Code: "amount_mismatch",
 			Message: fmt.Sprintf("the payment must be for the order total, %d %s", order.Amount, order.Currency),
 			Fields:  map[string]string{"amount": "must equal the order total"}}
-	}
-	if order.Status == models.OrderPaid {
-		return Response{}, models.ErrOrderAlreadyPaid
 	}
 	pm, err := s.paymentMethod(ctx, req.CardNumber)
 	if err != nil {
