@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
 )
 
 // Payment and order statuses only move forward. These are the allowed predecessors of each
@@ -74,11 +75,30 @@ func CreatePaymentTx(tx *gorm.DB, in NewPayment) (*Payment, error) {
 		Amount: in.Order.Amount, Currency: in.Order.Currency, PaymentMethodID: in.PaymentMethodID,
 		CardLast4: in.CardLast4, CardBrand: in.CardBrand, GatewayKey: GatewayKeyFor(id),
 	}
-	if err := tx.Create(p).Error; err != nil {
-		if isUniqueViolation(err) {
-			return nil, ErrPaymentInProgress // payments_one_pending_per_order
+	// One atomic insert that does nothing if the order already has a live (pending or
+	// succeeded) payment: the partial unique index payments_one_live_per_order decides, also
+	// between two transactions racing on PostgreSQL. No check-then-insert.
+	res := tx.Clauses(clause.OnConflict{
+		Columns:     []clause.Column{{Name: "order_id"}},
+		TargetWhere: clause.Where{Exprs: []clause.Expression{clause.Expr{SQL: "status IN ('pending', 'succeeded')"}}},
+		DoNothing:   true,
+	}).Create(p)
+	if res.Error != nil {
+		return nil, fmt.Errorf("insert payment: %w", res.Error)
+	}
+	if res.RowsAffected == 0 {
+		var live Payment
+		err := tx.Where("order_id = ? AND status IN ?", in.Order.ID, []string{PaymentPending, PaymentSucceeded}).Take(&live).Error
+		if errors.Is(err, gorm.ErrRecordNotFound) {
+			return nil, ErrPaymentInProgress // it settled between the two statements; try again
 		}
-		return nil, fmt.Errorf("insert payment: %w", err)
+		if err != nil {
+			return nil, fmt.Errorf("read the order's live payment: %w", err)
+		}
+		if live.Status == PaymentSucceeded {
+			return nil, ErrOrderAlreadyPaid
+		}
+		return nil, ErrPaymentInProgress
 	}
 	return p, nil
 }

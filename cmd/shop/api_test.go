@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -192,6 +194,53 @@ func TestWebhookEndpoint(t *testing.T) {
 			o, _ := models.NewOrderStore(db).Get(context.Background(), "acme", *rec.OrderID)
 			if o.Status != models.OrderPaid {
 				t.Errorf("order: got %s, want paid", o.Status)
+			}
+		})
+	}
+}
+
+// TestConcurrentPaymentsOfOneOrder: many clients pay the same (declined) order at once, each
+// under its own key. Exactly one payment succeeds and one charge moves money; every other
+// request is refused as order_already_paid or payment_in_progress — never a second charge,
+// never a 5xx, on either database.
+func TestConcurrentPaymentsOfOneOrder(t *testing.T) {
+	for _, dialect := range modelstest.Dialects {
+		t.Run(dialect, func(t *testing.T) {
+			st := MustStartShop(t, dialect, fastEnv)
+			for round := 0; round < 5; round++ {
+				declined := post(st.Shop, "/api/v1/checkout", fmt.Sprintf("declined-%d", round), checkoutBody("4000000000000002"))
+				orderID, _ := declined.Body["order_id"].(string)
+				if declined.Status != http.StatusPaymentRequired || orderID == "" {
+					t.Fatalf("setup: got %d %s, want a 402 naming the order", declined.Status, declined.Raw)
+				}
+				body, _ := json.Marshal(map[string]any{"order_id": orderID, "amount": 2800, "currency": "USD", "card_number": "4242424242424242"})
+				var wg sync.WaitGroup
+				answers := make(chan Answer, 12)
+				for i := 0; i < 12; i++ {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						answers <- post(st.Shop, "/api/v1/payments", fmt.Sprintf("pay-%d-%d", round, i), body)
+					}()
+				}
+				wg.Wait()
+				close(answers)
+				succeeded := 0
+				for a := range answers {
+					switch {
+					case a.Status == http.StatusCreated:
+						succeeded++
+					case a.Status == http.StatusConflict && (a.Body["error"] == "order_already_paid" || a.Body["error"] == "payment_in_progress"):
+					default:
+						t.Errorf("got %d %s, want 201 or a 409 refusal", a.Status, a.Raw)
+					}
+				}
+				if succeeded != 1 {
+					t.Errorf("round %d: got %d succeeded payments, want 1", round, succeeded)
+				}
+				if got := succeededCharges(t, st.Gateway, orderID); got != 1 {
+					t.Errorf("round %d: got %d succeeded charges, want 1", round, got)
+				}
 			}
 		})
 	}
