@@ -111,7 +111,12 @@ func ErrorHandler(logger *slog.Logger) echo.HTTPErrorHandler {
 		if status >= 500 {
 			vm.Message = "Something went wrong on our side. Nothing was charged twice; please try again in a moment."
 		}
-		_ = render(c, status, pages.Error(vm))
+		if err := render(c, status, pages.Error(vm)); err != nil {
+			// The page itself could not be rendered (its context is gone, a template failed):
+			// still answer, in plain text, rather than leave an empty 200.
+			logger.ErrorContext(c.Request().Context(), "render error page", "request_id", RequestID(c), "err", err)
+			_ = c.String(status, vm.Title+": "+vm.Message+"\n")
+		}
 	}
 }
 

@@ -200,6 +200,9 @@ func runOwned(c echo.Context, next echo.HandlerFunc, key *models.IdempotencyKey,
 	ctx, cancel := context.WithCancel(req.Context())
 	defer cancel()
 	c.SetRequest(req.WithContext(ctx))
+	// Give back the request with its own context: middleware outside this one (the
+	// storefront's presenter) keeps working with it after the key is settled.
+	defer c.SetRequest(req)
 	c.Set(ctxIdempotencyKey, key)
 	renew := startRenewer(ctx, key, cancel)
 	rec := startRecording(c.Response())

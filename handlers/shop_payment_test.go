@@ -104,6 +104,46 @@ func TestStorefrontPayment(t *testing.T) {
 			}
 		})
 
+		t.Run("SecondTabGetsTheSameOrder", func(t *testing.T) {
+			// Two tabs show the checkout form for one cart, each with its own key. The second
+			// submit is a second operation, refused because the cart is already an order, and
+			// the browser is sent to that order: never a blank page, never a second order.
+			b := MustBrowser(t, srv)
+			b.MustGet(t, "/shop/acme", http.StatusOK)
+			b.MustAdd(t, "acme", "steel-bottle", "1")
+			tab1 := checkoutValues(b.MustGet(t, "/shop/acme/checkout", http.StatusOK))
+			tab2 := checkoutValues(b.MustGet(t, "/shop/acme/checkout", http.StatusOK))
+			if tab1.Get("idempotency_key") == tab2.Get("idempotency_key") {
+				t.Fatalf("two form views got the same key")
+			}
+			resp, _ := b.MustPost(t, "/shop/acme/checkout", tab1, http.StatusSeeOther)
+			first := MustLocation(t, resp)
+			resp, _ = b.MustPost(t, "/shop/acme/checkout", tab2, http.StatusSeeOther)
+			if got := MustLocation(t, resp); got != first {
+				t.Errorf("second tab: got redirect to %q, want the first order %q", got, first)
+			}
+		})
+
+		t.Run("ErrOutOfStockAtCheckout", func(t *testing.T) {
+			// Two customers hold the last five compasses in their carts; the second to check
+			// out gets the form back with the reason, and pays nothing.
+			first, second := MustBrowser(t, srv), MustBrowser(t, srv)
+			for _, b := range []*browser{first, second} {
+				b.MustGet(t, "/shop/acme", http.StatusOK)
+				b.MustAdd(t, "acme", "brass-compass", "5")
+			}
+			form1 := checkoutValues(first.MustGet(t, "/shop/acme/checkout", http.StatusOK))
+			form2 := checkoutValues(second.MustGet(t, "/shop/acme/checkout", http.StatusOK))
+			first.MustPost(t, "/shop/acme/checkout", form1, http.StatusSeeOther)
+			_, doc := second.MustPost(t, "/shop/acme/checkout", form2, http.StatusConflict)
+			if msg := text(doc.Find(`[role=alert]`)); !strings.Contains(msg, "stock") {
+				t.Errorf("got message %q, want the out-of-stock reason", msg)
+			}
+			if doc.Find(`[data-testid="place-order"]`).Length() != 1 {
+				t.Errorf("the form is not shown again")
+			}
+		})
+
 		t.Run("ErrOtherSessionsPendingPage", func(t *testing.T) {
 			b := MustBrowser(t, srv)
 			b.MustGet(t, "/shop/acme/checkout/pending?key=nobody", http.StatusSeeOther)
