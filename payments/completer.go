@@ -29,12 +29,16 @@ type Completer struct {
 // returns how many it finished. An operation whose outcome is still unknown (the gateway did
 // not answer) is released again for the next pass; nothing is ever expired silently.
 func (c *Completer) RunOnce(ctx context.Context) (int, error) {
-	claimed, err := c.Keys.ClaimAbandoned(ctx, Endpoints, c.Lease, 20)
-	if err != nil {
-		return 0, err
-	}
 	done := 0
-	for _, ck := range claimed {
+	// One key at a time: a claimed key's lease starts when it is claimed, and finishing one
+	// operation may take two gateway timeouts, so a batch claimed at once could outlive its
+	// lease while it waits its turn.
+	for range 20 {
+		claimed, err := c.Keys.ClaimAbandoned(ctx, Endpoints, c.Lease, 1)
+		if err != nil || len(claimed) == 0 {
+			return done, err
+		}
+		ck := claimed[0]
 		log := c.log().With("tenant", ck.TenantID, "endpoint", ck.Endpoint, "idempotency_key", ck.Key.Key(), "attempt", ck.Key.Attempts())
 		if ck.Key.RecoveryPoint() == PointStarted {
 			// The owner died before its first phase committed: there is no order, no payment

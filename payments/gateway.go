@@ -100,10 +100,15 @@ const (
 	OutcomeSucceeded
 	// OutcomeDeclined: the gateway answered 402; DeclineCode says why. Final for this key.
 	OutcomeDeclined
-	// OutcomeNotCharged: the gateway certainly made no charge for this attempt: the
-	// connection was refused, or it answered a status it only uses before any work (4xx
-	// other than 402 and 409, 429, 503). Safe to retry with the same key.
+	// OutcomeNotCharged: the gateway certainly made no charge for this attempt, and may well
+	// make it next time: the connection was refused, or it answered 429 or 503 (busy,
+	// down). Safe to retry with the same key.
 	OutcomeNotCharged
+	// OutcomeRejected: the gateway refused this request for good, before any work (a 4xx
+	// other than 402, 409 and 429: an invalid request, an unknown payment method). Nothing
+	// was charged, and the same request would be refused again, so retrying is pointless:
+	// the payment fails.
+	OutcomeRejected
 )
 
 func (o Outcome) String() string {
@@ -114,6 +119,8 @@ func (o Outcome) String() string {
 		return "declined"
 	case OutcomeNotCharged:
 		return "not_charged"
+	case OutcomeRejected:
+		return "rejected"
 	default:
 		return "unknown"
 	}
@@ -164,10 +171,13 @@ func (c *GatewayClient) Charge(ctx context.Context, req ChargeRequest) ChargeRes
 		return res
 	default:
 		res.Err = fmt.Errorf("charge: %w", gatewayError(status, respBody))
-		if answeredBeforeCommit(status) {
-			res.Outcome = OutcomeNotCharged
-		} else {
+		switch {
+		case !answeredBeforeCommit(status):
 			res.Outcome = OutcomeUnknown
+		case status == http.StatusTooManyRequests, status == http.StatusServiceUnavailable:
+			res.Outcome = OutcomeNotCharged
+		default:
+			res.Outcome = OutcomeRejected
 		}
 		return res
 	}

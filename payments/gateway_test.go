@@ -106,7 +106,7 @@ func TestGatewayClientClassifiesEveryOutcome(t *testing.T) {
 				{name: "CommitThenError", fault: map[string]any{"fault": "commit_then_error"}, want: payments.OutcomeUnknown, charges: 1},
 				{name: "CommitThenError502", fault: map[string]any{"fault": "commit_then_error", "status": 502}, want: payments.OutcomeUnknown, charges: 1},
 				{name: "WebhookFaultsAreInvisibleHere", fault: map[string]any{"fault": "webhook_duplicate"}, want: payments.OutcomeSucceeded, charges: 1},
-				{name: "UnknownPaymentMethod", reusePM: "pm_missing", want: payments.OutcomeNotCharged},
+				{name: "UnknownPaymentMethod", reusePM: "pm_missing", want: payments.OutcomeRejected},
 			}
 			for _, tc := range cases {
 				t.Run(tc.name, func(t *testing.T) {

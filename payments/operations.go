@@ -163,6 +163,10 @@ func plausibleCard(s string) bool {
 // happened under the payment's gateway key before charging, and charges only if nothing is
 // there — always with that same derived key, never a new one.
 func (s *Service) charge(ctx context.Context, key Key, endpoint string, resumed bool) (Response, error) {
+	// From here on the work goes on if the client hangs up: a charge cut short by a closed
+	// tab would only turn a clean outcome into an unknown one. The gateway client has its own
+	// timeout, and every write is fenced on the key, so nothing runs away.
+	ctx = context.WithoutCancel(ctx)
 	pay, err := models.NewPaymentStore(s.DB).Get(ctx, key.PaymentID())
 	if err != nil {
 		return Response{}, fmt.Errorf("resume payment of key: %w", err)
@@ -200,6 +204,11 @@ func (s *Service) charge(ctx context.Context, key Key, endpoint string, resumed 
 			chargeID = result.Charge.ID
 		}
 		return s.finish(ctx, key, endpoint, pay.ID, models.PaymentFailed, chargeID, result.DeclineCode)
+	case OutcomeRejected:
+		// The gateway will never accept this request as it stands: the payment fails (402),
+		// and the customer may pay the order with another card.
+		s.logger().WarnContext(ctx, "gateway rejected the charge", "payment_id", pay.ID, "err", result.Err)
+		return s.finish(ctx, key, endpoint, pay.ID, models.PaymentFailed, "", "processing_error")
 	case OutcomeNotCharged:
 		return Response{}, &models.Error{Kind: models.KindUnavailable, Code: "gateway_unavailable",
 			Message: "the payment provider is unavailable and nothing was charged; retry with the same Idempotency-Key", Err: result.Err}
@@ -287,8 +296,11 @@ func Declined(code string) *models.Error {
 		code = "card_declined"
 	}
 	msg := "Your card was declined. Try another card."
-	if code == "insufficient_funds" {
+	switch code {
+	case "insufficient_funds":
 		msg = "Your card was declined: insufficient funds. Try another card."
+	case "processing_error":
+		msg = "The payment provider refused this payment. Nothing was charged; try another card."
 	}
 	return &models.Error{Kind: models.KindDeclined, Code: "card_declined", Message: msg,
 		Fields: map[string]string{"decline_code": code}}
