@@ -37,6 +37,9 @@ func TestCheckoutSurvivesEveryFault(t *testing.T) {
 		{name: "CommitThenDelay", card: "4242424242424242", wantPaid: true, faults: []map[string]any{{"fault": "commit_then_delay", "delay_ms": 1500}}},
 		{name: "CommitThenError", card: "4242424242424242", wantPaid: true, faults: []map[string]any{{"fault": "commit_then_error"}}},
 		{name: "Decline", card: "4242424242424242", faults: []map[string]any{{"fault": "decline", "code": "expired_card"}}},
+		// The gateway refuses the request for good (a 4xx before any work): nothing is
+		// charged, the payment fails rather than staying pending forever.
+		{name: "RejectedBeforeCommit", card: "4242424242424242", faults: []map[string]any{{"fault": "error_before_commit", "status": 400}}},
 		{name: "WebhookDuplicate", card: "4242424242424242", wantPaid: true, faults: []map[string]any{{"fault": "webhook_duplicate", "copies": 4}}},
 		{name: "WebhookReorder", card: "4242424242424242", wantPaid: true, faults: []map[string]any{{"fault": "webhook_reorder"}}},
 		{name: "WebhookDelay", card: "4242424242424242", wantPaid: true, faults: []map[string]any{{"fault": "webhook_delay", "delay_ms": 1500}}},
