@@ -1,1 +1,0 @@
-// Checkout Lab browser scripts live here.
