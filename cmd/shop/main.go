@@ -166,7 +166,7 @@ func startGateway(ctx context.Context, cfg Config, logger *slog.Logger, wg *sync
 		DB:            gwDB,
 		WebhookURL:    cfg.ShopPublicURL + "/webhooks/gateway",
 		WebhookSecret: cfg.WebhookSecret,
-		Logger:        logger.With("component", "fakegateway"),
+		Logger:        logger,
 	})
 	if err != nil {
 		models.Close(gwDB)

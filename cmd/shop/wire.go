@@ -52,7 +52,7 @@ func mountRoutes(e *echo.Echo, cfg Config, db *gorm.DB, registry *prometheus.Reg
 			&river.PeriodicJobOpts{RunOnStart: true}),
 	}
 	jobs, err := payments.NewJobs(payments.JobsConfig{DB: db, Workers: workers, Periodic: periodic,
-		Logger: logger.With("component", "jobs")})
+		Logger: slog.New(atLeast{slog.LevelWarn, logger.Handler()}).With("component", "jobs")})
 	if err != nil {
 		return nil, err
 	}
@@ -92,4 +92,15 @@ func mountRoutes(e *echo.Echo, cfg Config, db *gorm.DB, registry *prometheus.Reg
 // few percent, and at most every minute and at least every hour.
 func reapInterval(retention time.Duration) time.Duration {
 	return min(max(retention/50, time.Minute), time.Hour)
+}
+
+// atLeast passes on only records of at least level: River reports its routine (polling mode,
+// leadership) at info, which would drown the shop's own log.
+type atLeast struct {
+	level slog.Level
+	slog.Handler
+}
+
+func (h atLeast) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= h.level && h.Handler.Enabled(ctx, l)
 }
