@@ -104,3 +104,11 @@ type atLeast struct {
 func (h atLeast) Enabled(ctx context.Context, l slog.Level) bool {
 	return l >= h.level && h.Handler.Enabled(ctx, l)
 }
+
+func (h atLeast) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return atLeast{h.level, h.Handler.WithAttrs(attrs)}
+}
+
+func (h atLeast) WithGroup(name string) slog.Handler {
+	return atLeast{h.level, h.Handler.WithGroup(name)}
+}
