@@ -177,6 +177,22 @@ func TestBrowserCheckout(t *testing.T) {
 				}
 			})
 
+			// The failure lab's naive client makes a new key on every retry, and says so.
+			t.Run("OKNaiveClientNewKeyPerRetry", func(t *testing.T) {
+				p := MustTab(t, browser, st, false)
+				p.AddToCartAndCheckout("camp-mug")
+				p.Do("naive checkout", 10*time.Second,
+					chromedp.Navigate(p.url("/shop/acme/checkout?naive=1")), chromedp.WaitVisible(sel("naive-banner")))
+				p.Fill(cardLost)
+				p.PlaceOrder()
+				id := p.WaitConfirmation(30 * time.Second)
+				a := p.Attempts()
+				if len(a) < 2 || a[0].Key == a[1].Key {
+					t.Errorf("naive attempts: got %+v, want a retry under a new key", a)
+				}
+				t.Logf("naive client: attempts %+v, ledger of %s: %v", a, id, chargesOf(t, st.Gateway, id))
+			})
+
 			// Without JavaScript the form posts with the server-rendered key; a double submit
 			// (the second while the first waits on a slow gateway) makes one order.
 			t.Run("OKWithoutJavaScript", func(t *testing.T) {
