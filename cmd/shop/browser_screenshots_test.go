@@ -58,6 +58,18 @@ func TestBrowserScreenshots(t *testing.T) {
 	p.Do("decline", 5*time.Second, chromedp.WaitVisible(sel("payment-declined")))
 	shot(p, "order-declined.png", sel("payment-declined"))
 
+	// The order page while the payment is pending: the gateway hangs without charging, and
+	// the customer reloads and opens the order from the orders page.
+	p.AddToCartAndCheckout("camp-mug")
+	p.Fill(cardOK)
+	armFault(t, st.Gateway, map[string]any{"fault": "timeout_before_commit", "delay_ms": 3000, "times": 2})
+	p.PlaceOrder()
+	p.Do("reload", 10*time.Second, chromedp.Sleep(150*time.Millisecond), chromedp.Reload())
+	ids := p.OrderIDs()
+	p.Do("order", 10*time.Second, chromedp.Navigate(p.url("/orders/"+ids[0])), chromedp.WaitVisible(sel("payment-confirming")))
+	shot(p, "order-confirming.png", sel("payment-confirming"))
+	p.WaitOrderStatus("Paid", 20*time.Second)
+
 	p.AddToCartAndCheckout("camp-mug")
 	p.Do("naive", 10*time.Second, chromedp.Navigate(p.url("/shop/acme/checkout?naive=1")), chromedp.WaitVisible(sel("naive-banner")))
 	p.Do("top", 5*time.Second, chromedp.Evaluate[chromedp.Void](`window.scrollTo(0, 0)`))

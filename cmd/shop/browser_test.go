@@ -1,11 +1,15 @@
 package main
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/fetch"
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 
 	"checkoutlab/models/modelstest"
@@ -94,18 +98,23 @@ func TestBrowserCheckout(t *testing.T) {
 			})
 
 			// The first attempt is in flight (the gateway is slow) when the customer reloads.
-			// The key stays stored for this cart; the first attempt's order is paid by the
-			// shop (retry or completer) and there is only one order and one charge.
+			// The shop has already turned the cart into an order, so the reload finds an empty
+			// cart; the key stays stored for this cart. The order page says the payment is being
+			// confirmed, offers no second payment, and updates itself (htmx polling) when the
+			// shop's completer settles it: one order, one charge.
 			t.Run("OKReloadInFlight", func(t *testing.T) {
 				p := MustTab(t, browser, st, false)
 				p.AddToCartAndCheckout("camp-mug")
 				p.Fill(cardOK)
-				armFault(t, st.Gateway, map[string]any{"fault": "latency", "delay_ms": 1500})
+				// The gateway hangs without charging, twice, longer than the shop's 1 s
+				// timeout: the payment stays pending for a few seconds after the reload, while
+				// the shop's completer keeps asking and trying again under the same key.
+				armFault(t, st.Gateway, map[string]any{"fault": "timeout_before_commit", "delay_ms": 3000, "times": 2})
 				p.PlaceOrder()
 				p.Do("first attempt in flight", 5*time.Second,
 					chromedp.WaitVisible(chromedp.CSS(`#checkout-form[data-idempotency-key]`)))
 				first := Eval[string](p, `document.getElementById("checkout-form").dataset.idempotencyKey`)
-				p.Do("reload", 15*time.Second, chromedp.Sleep(300*time.Millisecond), chromedp.Reload())
+				p.Do("reload", 15*time.Second, chromedp.Sleep(150*time.Millisecond), chromedp.Reload())
 				if keys := p.StoredKeys(); !slices.Contains(mapValues(keys), first) {
 					t.Errorf("stored keys after reload: got %v, want %s kept", keys, first)
 				}
@@ -127,11 +136,50 @@ func TestBrowserCheckout(t *testing.T) {
 					t.Fatalf("orders: got %v, want one", ids)
 				}
 				p.Do("open order", 10*time.Second, chromedp.Navigate(p.url("/orders/"+ids[0])))
+				if !Eval[bool](p, `!!document.querySelector('[data-testid="payment-confirming"]')`) {
+					t.Errorf("order page: got no payment-confirming, want the payment still being confirmed")
+				}
+				if Eval[bool](p, `!!document.querySelector('[data-testid="pay-form"]')`) {
+					t.Errorf("order page: got a pay form while the payment is pending, want none")
+				}
 				p.WaitOrderStatus("Paid", 15*time.Second) // the page polls while the payment is pending
 				eventually(t, 5*time.Second, "one succeeded charge", func() bool {
 					return succeededCharges(t, st.Gateway, ids[0]) == 1
 				})
 				mustOneCharge(t, st.Gateway, ids[0])
+			})
+
+			// The first attempt is held in the browser (DevTools intercepts it) when the customer
+			// reloads: the cart is still open, and placing it again carries the same key.
+			t.Run("OKReloadBeforeAnswer", func(t *testing.T) {
+				p := MustTab(t, browser, st, false)
+				p.AddToCartAndCheckout("camp-mug")
+				p.Fill(cardOK)
+				p.Do("hold checkout requests", 5*time.Second, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+					_, err := cdp.Call(ctx, tg, fetch.Enable, fetch.EnableParams{Patterns: []*fetch.RequestPattern{
+						{URLPattern: "*/checkout", ResourceType: network.ResourceTypeFetch}}})
+					return err
+				}))
+				p.PlaceOrder()
+				p.Do("first attempt in flight", 5*time.Second,
+					chromedp.WaitVisible(chromedp.CSS(`#checkout-form[data-idempotency-key]`)))
+				first := Eval[string](p, `document.getElementById("checkout-form").dataset.idempotencyKey`)
+				p.Do("reload", 15*time.Second, chromedp.Sleep(200*time.Millisecond), chromedp.Reload(),
+					chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+						_, err := cdp.Call(ctx, tg, fetch.Disable, cdp.Empty{})
+						return err
+					}),
+					chromedp.WaitVisible(sel("place-order")))
+				p.Fill(cardOK)
+				p.PlaceOrder()
+				id := p.WaitConfirmation(20 * time.Second)
+				if a := p.Attempts(); len(a) == 0 || a[len(a)-1].Key != first || a[len(a)-1].Status != 201 {
+					t.Errorf("attempts: got %+v, want the last a 201 under the first key %s", a, first)
+				}
+				mustOneCharge(t, st.Gateway, id)
+				if ids := p.OrderIDs(); len(ids) != 1 {
+					t.Errorf("orders: got %v, want one", ids)
+				}
 			})
 
 			// After a success the key is forgotten: the same items bought again are a new
