@@ -33,7 +33,7 @@
   var MAX_ATTEMPTS = 8; // then hand over to a page that keeps checking (we still never pay again)
   var SLOW_AFTER_MS = 3000; // when to switch from "Placing…" to "Still confirming…"
 
-  var PLACING = "Placing your order…";
+  var PLACING = isCheckout ? "Placing your order…" : "Sending your payment…";
   var STILL_CONFIRMING = "Still confirming with the payment provider — please keep this page open; you will not be charged twice.";
   var NAIVE_BANNER = "Naive client: a new idempotency key on every retry (lab mode)";
 
