@@ -215,18 +215,6 @@ func (p *Page) Center(s chromedp.CSS) (x, y float64) {
 	return (q[0] + q[4]) / 2, (q[1] + q[5]) / 2
 }
 
-// Node returns the first element of s.
-func (p *Page) Node(s chromedp.CSS) *chromedp.Node {
-	p.tb.Helper()
-	ctx, cancel := context.WithTimeout(p.ctx, 10*time.Second)
-	defer cancel()
-	nodes, err := chromedp.Run(ctx, chromedp.Nodes(s, chromedp.NodeVisible))
-	if err != nil {
-		p.tb.Fatalf("%s: %v", s, err)
-	}
-	return nodes[0]
-}
-
 // PlaceOrder clicks place-order once.
 func (p *Page) PlaceOrder() {
 	p.tb.Helper()
