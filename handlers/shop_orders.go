@@ -63,13 +63,30 @@ func (s *Storefront) order(c echo.Context) error {
 	case o.Status == models.OrderPendingPayment:
 		vm.Heading = "Your order is waiting for payment"
 	}
+	if c.QueryParam("poll") == "payment" && c.Request().Header.Get("HX-Request") == "true" {
+		return s.paymentPoll(c, vm)
+	}
 	// The order can take a new payment when it is not paid and no payment is in flight: a
 	// second payment while one is unconfirmed would be a second charge waiting to happen.
 	if o.Status != models.OrderPaid && !vm.Confirming {
 		vm.Pay = &pages.PayForm{Action: pathFor(c, routeOrderPay, t.ID, o.ID), CSRF: CSRFToken(c),
 			IdempotencyKey: models.NewID("idem"), Total: components.Money(o.Amount, o.Currency)}
+		vm.Layout.Scripts = []string{"/static/js/checkout.js"} // the pay form gets the same safe retries
 	}
 	return render(c, http.StatusOK, pages.Order(vm))
+}
+
+// paymentPoll answers the order page's htmx poll (GET /orders/:id?poll=payment): the same
+// "still confirming" partial while a payment is pending, and once it is settled an empty
+// answer with HX-Refresh, so htmx reloads the page, which then shows the outcome and stops
+// polling.
+func (s *Storefront) paymentPoll(c echo.Context, vm pages.OrderPage) error {
+	c.Response().Header().Set(echo.HeaderCacheControl, "no-store")
+	if vm.Confirming {
+		return render(c, http.StatusOK, pages.PaymentConfirming(vm.ID))
+	}
+	c.Response().Header().Set("HX-Refresh", "true")
+	return c.NoContent(http.StatusOK)
 }
 
 // orders renders the session's order history in this store.
