@@ -38,6 +38,15 @@ func (s *Storefront) checkoutForm(c echo.Context) error {
 		return err
 	}
 	if len(cart.Lines) == 0 {
+		// A reload while a checkout is still being confirmed finds the cart already turned
+		// into an order: show that order (it says it is confirming) rather than an empty cart.
+		recent, err := s.Orders.ListForSession(c.Request().Context(), t.ID, SessionOf(c))
+		if err != nil {
+			return err
+		}
+		if len(recent) > 0 && recent[0].Status == models.OrderPendingPayment {
+			return c.Redirect(http.StatusSeeOther, pathFor(c, routeOrder, recent[0].ID))
+		}
 		return c.Redirect(http.StatusSeeOther, withNotice(pathFor(c, routeCart, t.ID), "empty"))
 	}
 	_, currency := cart.Total()

@@ -83,6 +83,12 @@ func TestStorefrontPayment(t *testing.T) {
 			if resp.Header.Get("Refresh") == "" {
 				t.Errorf("pending page does not refresh itself")
 			}
+			// A reload of the checkout page meanwhile shows the order being confirmed, not an
+			// empty cart.
+			resp, _ = b.MustGetResponse(t, "/shop/acme/checkout", http.StatusSeeOther)
+			if got := MustLocation(t, resp); !strings.HasPrefix(got, "/orders/ord_") {
+				t.Errorf("checkout page while confirming: got redirect to %q, want the order", got)
+			}
 			// The back button and the same form again: the same key resumes the operation.
 			resp, _ = b.MustPost(t, "/shop/acme/checkout", form, http.StatusSeeOther)
 			orderPath := MustLocation(t, resp)
