@@ -1,0 +1,141 @@
+package models
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"gorm.io/gorm"
+)
+
+// Journal actors: who did what. They are the lanes of a timeline.
+const (
+	ActorClient    = "client"
+	ActorShop      = "shop"
+	ActorDatabase  = "database"
+	ActorGateway   = "gateway"
+	ActorWebhook   = "webhook"
+	ActorOutbox    = "outbox"
+	ActorCompleter = "completer"
+)
+
+// Journal event kinds. The detail starts with the decision or outcome (e.g. "reserved: …",
+// "unknown: …"), so a reader, or a test, sees the answer first.
+const (
+	JournalReservation   = "reservation"    // the key's answer: reserved, replayed, in_progress, mismatch
+	JournalDisposition   = "disposition"    // what the key kept: stored, forgotten, released
+	JournalPhase         = "phase"          // a phase committed, with its recovery point
+	JournalGatewayCharge = "gateway charge" // a charge and its classified outcome
+	JournalGatewayLookup = "gateway lookup" // asking the gateway's ledger before charging again
+	JournalWebhook       = "webhook"        // a delivery and its decision, duplicates included
+	JournalReceipt       = "receipt"        // outbox delivery: delivered or deduplicated
+	JournalShipment      = "shipment"       // outbox delivery: requested or deduplicated
+	JournalClaim         = "claim"          // the completer took over an abandoned operation
+	JournalCompleted     = "completion"     // what the completer's attempt came to
+)
+
+// JournalEvent is one line of an operation's journal. Empty IdempotencyKey, OrderID and
+// PaymentID are stored as NULL. Detail is for humans and must never hold a card number, an
+// e-mail address or a secret.
+type JournalEvent struct {
+	ID             int64 `gorm:"primaryKey"`
+	TenantID       string
+	IdempotencyKey string
+	OrderID        string
+	PaymentID      string
+	Actor          string
+	Kind           string
+	Detail         string
+	At             time.Time
+}
+
+// TableName tells GORM the table's name.
+func (JournalEvent) TableName() string { return "journal_events" }
+
+func (ev *JournalEvent) row() map[string]any {
+	null := func(s string) any {
+		if s == "" {
+			return nil
+		}
+		return s
+	}
+	at := ev.At
+	if at.IsZero() {
+		at = now()
+	}
+	return map[string]any{"tenant_id": ev.TenantID, "idempotency_key": null(ev.IdempotencyKey),
+		"order_id": null(ev.OrderID), "payment_id": null(ev.PaymentID),
+		"actor": ev.Actor, "kind": ev.Kind, "detail": ev.Detail, "at": at}
+}
+
+// JournalStore appends to and reads the journal.
+type JournalStore struct {
+	db     *gorm.DB
+	logger *slog.Logger
+}
+
+// NewJournalStore returns a JournalStore on db that reports failed writes to logger
+// (slog.Default if nil).
+func NewJournalStore(db *gorm.DB, logger *slog.Logger) *JournalStore {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	return &JournalStore{db: db, logger: logger}
+}
+
+// RecordTx appends ev inside tx, the transaction of the phase it describes, so the event and
+// the work commit together or not at all. An error means tx is unusable: return it.
+func (s *JournalStore) RecordTx(tx *gorm.DB, ev JournalEvent) error {
+	if err := tx.Table(ev.TableName()).Create(ev.row()).Error; err != nil {
+		return fmt.Errorf("record journal event: %w", err)
+	}
+	return nil
+}
+
+// Record appends ev in a statement of its own, best effort: a failed write is logged and
+// never fails the operation it describes. Never call it while a transaction is open on the
+// same pool (SQLite has one connection): use RecordTx there.
+func (s *JournalStore) Record(ctx context.Context, ev JournalEvent) {
+	if err := s.RecordTx(s.db.WithContext(context.WithoutCancel(ctx)), ev); err != nil {
+		s.logger.WarnContext(ctx, "journal write failed", "tenant", ev.TenantID, "order_id", ev.OrderID,
+			"kind", ev.Kind, "err", err)
+	}
+}
+
+// ForOrder returns the journal of an order, oldest first: the events about the order, and
+// every event of the idempotency keys that worked on it — including those written before the
+// order existed (the first reservation) or after (a replay).
+func (s *JournalStore) ForOrder(ctx context.Context, orderID string) ([]JournalEvent, error) {
+	db := s.db.WithContext(ctx)
+	var keys []JournalEvent
+	if err := db.Model(&JournalEvent{}).Distinct("tenant_id", "idempotency_key").
+		Where("order_id = ? AND idempotency_key IS NOT NULL", orderID).Find(&keys).Error; err != nil {
+		return nil, fmt.Errorf("journal keys of order: %w", err)
+	}
+	q := db.Where("order_id = ?", orderID)
+	if len(keys) > 0 {
+		names := make([]string, len(keys))
+		for i, k := range keys {
+			names[i] = k.IdempotencyKey
+		}
+		// An order belongs to one tenant, so all its keys do too.
+		q = q.Or("tenant_id = ? AND idempotency_key IN ?", keys[0].TenantID, names)
+	}
+	var evs []JournalEvent
+	if err := q.Order("id").Find(&evs).Error; err != nil {
+		return nil, fmt.Errorf("journal of order: %w", err)
+	}
+	return evs, nil
+}
+
+// ForKey returns the journal of one idempotency key of a tenant, oldest first.
+func (s *JournalStore) ForKey(ctx context.Context, tenantID, key string) ([]JournalEvent, error) {
+	var evs []JournalEvent
+	err := s.db.WithContext(ctx).Where("tenant_id = ? AND idempotency_key = ?", tenantID, key).
+		Order("id").Find(&evs).Error
+	if err != nil {
+		return nil, fmt.Errorf("journal of key: %w", err)
+	}
+	return evs, nil
+}
