@@ -3,6 +3,7 @@ package payments
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -40,6 +41,13 @@ func (c *Completer) RunOnce(ctx context.Context) (int, error) {
 		}
 		ck := claimed[0]
 		log := c.log().With("tenant", ck.TenantID, "endpoint", ck.Endpoint, "idempotency_key", ck.Key.Key(), "attempt", ck.Key.Attempts())
+		ev := models.JournalEvent{TenantID: ck.TenantID, IdempotencyKey: ck.Key.Key(), OrderID: ck.Key.OrderID(),
+			PaymentID: ck.Key.PaymentID(), Actor: models.ActorCompleter}
+		journal := func(kind, detail string) {
+			ev.Kind, ev.Detail = kind, detail
+			record(c.Service.Journal, ctx, ev)
+		}
+		journal(models.JournalClaim, fmt.Sprintf("claimed: abandoned at %s, attempt %d", ck.Key.RecoveryPoint(), ck.Key.Attempts()))
 		if ck.Key.RecoveryPoint() == PointStarted {
 			// The owner died before its first phase committed: there is no order, no payment
 			// and no charge. Forget the key, exactly as if the request had never arrived; a
@@ -49,11 +57,13 @@ func (c *Completer) RunOnce(ctx context.Context) (int, error) {
 				continue
 			}
 			log.InfoContext(ctx, "completer: dropped an operation that never started")
+			journal(models.JournalCompleted, "dropped: the operation never started; the key is forgotten")
 			done++
 			continue
 		}
 		if _, err := c.Service.charge(ctx, ck.Key, ck.Endpoint, true); err != nil {
 			log.WarnContext(ctx, "completer: operation still unresolved", "err", err)
+			journal(models.JournalCompleted, "unresolved: "+errorCode(err)+"; released for the next pass")
 			if !errors.Is(err, models.ErrLeaseLost) {
 				if rerr := ck.Key.Release(ctx); rerr != nil && !errors.Is(rerr, models.ErrLeaseLost) {
 					log.WarnContext(ctx, "completer: release", "err", rerr)
@@ -62,9 +72,19 @@ func (c *Completer) RunOnce(ctx context.Context) (int, error) {
 			continue
 		}
 		log.InfoContext(ctx, "completer: finished an abandoned operation", "order_id", ck.Key.OrderID(), "payment_id", ck.Key.PaymentID())
+		journal(models.JournalCompleted, "finished: the answer is stored; a retry gets it replayed")
 		done++
 	}
 	return done, nil
+}
+
+// errorCode is the code of a domain error, for the journal: never the raw error text.
+func errorCode(err error) string {
+	var e *models.Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return "internal_error"
 }
 
 func (c *Completer) log() *slog.Logger {

@@ -119,7 +119,12 @@ func (s *Service) createPaymentTx(tx *gorm.DB, key Key, order *models.Order, pm 
 	if err := key.LinkTx(tx, order.ID, pay.ID); err != nil {
 		return err
 	}
-	return key.AdvanceTx(tx, PointPaymentCreated)
+	if err := key.AdvanceTx(tx, PointPaymentCreated); err != nil {
+		return err
+	}
+	return recordTx(s.Journal, tx, models.JournalEvent{TenantID: order.TenantID, IdempotencyKey: keyName(key),
+		OrderID: order.ID, PaymentID: pay.ID, Actor: models.ActorDatabase, Kind: models.JournalPhase,
+		Detail: "payment_created: the order and a pending payment with its gateway key are committed; a retry asks the gateway before charging"})
 }
 
 // paymentMethod exchanges the card for a gateway payment method, so that no card number is
@@ -177,9 +182,13 @@ func (s *Service) charge(ctx context.Context, key Key, endpoint string, resumed 
 
 	var result ChargeResult
 	found := false
+	ev := models.JournalEvent{TenantID: pay.TenantID, IdempotencyKey: keyName(key), OrderID: pay.OrderID,
+		PaymentID: pay.ID, Actor: models.ActorGateway}
 	if resumed {
 		charges, err := s.Gateway.FindCharges(ctx, pay.GatewayKey)
 		if err != nil {
+			ev.Kind, ev.Detail = models.JournalGatewayLookup, "failed: the gateway could not be asked what happened under the payment's key"
+			record(s.Journal, ctx, ev)
 			return Response{}, &models.Error{Kind: models.KindUnavailable, Code: "gateway_unavailable",
 				Message: "the payment provider could not be asked about this payment; retry with the same Idempotency-Key, you will not be charged twice", Err: err}
 		}
@@ -194,6 +203,15 @@ func (s *Service) charge(ctx context.Context, key Key, endpoint string, resumed 
 		s.crash(CrashAfterGatewayCharge)
 	}
 	s.logger().InfoContext(ctx, "gateway charge", "payment_id", pay.ID, "outcome", result.Outcome.String(), "resumed", resumed, "from_ledger", found)
+	switch {
+	case found:
+		ev.Kind, ev.Detail = models.JournalGatewayLookup, "found the charge under the payment's key, no new charge: "+chargeDetail(result)
+	case resumed:
+		ev.Kind, ev.Detail = models.JournalGatewayCharge, chargeDetail(result)+" (the lookup found nothing under the key first)"
+	default:
+		ev.Kind, ev.Detail = models.JournalGatewayCharge, chargeDetail(result)
+	}
+	record(s.Journal, ctx, ev)
 
 	switch result.Outcome {
 	case OutcomeSucceeded:
@@ -281,7 +299,12 @@ func (s *Service) finish(ctx context.Context, key Key, endpoint, paymentID, stat
 		if resp, err = s.Render(out); err != nil {
 			return fmt.Errorf("render outcome: %w", err)
 		}
-		return key.CompleteTx(tx, resp.Status, resp.Header, resp.Body)
+		if err := key.CompleteTx(tx, resp.Status, resp.Header, resp.Body); err != nil {
+			return err
+		}
+		return recordTx(s.Journal, tx, models.JournalEvent{TenantID: pay.TenantID, IdempotencyKey: keyName(key),
+			OrderID: order.ID, PaymentID: pay.ID, Actor: models.ActorDatabase, Kind: models.JournalPhase,
+			Detail: fmt.Sprintf("finished: payment %s, order %s, answer %d stored with the key", pay.Status, order.Status, resp.Status)})
 	})
 	if err != nil {
 		return Response{}, err

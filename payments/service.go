@@ -98,8 +98,10 @@ type Service struct {
 	Outbox  Outbox
 	Render  Renderer
 	// Crash, when set, is called at each crash point (SHOP_CRASH_AT drills).
-	Crash  func(point string)
-	Logger *slog.Logger
+	Crash func(point string)
+	// Journal, when set, records each phase, gateway call and completer step.
+	Journal Journal
+	Logger  *slog.Logger
 }
 
 func (s *Service) crash(point string) {

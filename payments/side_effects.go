@@ -55,6 +55,7 @@ type ReceiptWorker struct {
 	river.WorkerDefaults[ReceiptArgs]
 	Orders  OrderReader
 	Effects SideEffectWriter
+	Journal Journal // optional: records each delivery, written or deduplicated
 }
 
 // Work writes one receipt. Running it twice writes one message: the dedupe key is the order.
@@ -64,12 +65,26 @@ func (w *ReceiptWorker) Work(ctx context.Context, job *river.Job[ReceiptArgs]) e
 		return fmt.Errorf("receipt for %s: %w", job.Args.OrderID, err)
 	}
 	dedupe := "receipt:" + o.ID
-	_, err = w.Effects.DeliverReceipt(ctx, &models.MailboxMessage{
+	written, err := w.Effects.DeliverReceipt(ctx, &models.MailboxMessage{
 		TenantID: o.TenantID, OrderID: o.ID, ToAddress: o.Email, DedupeKey: &dedupe,
 		Subject: fmt.Sprintf("Your order %s is paid", o.ID),
 		Body:    receiptBody(o),
 	})
-	return err
+	if err != nil {
+		return err
+	}
+	recordDelivery(ctx, w.Journal, o, models.JournalReceipt, written, job.Attempt)
+	return nil
+}
+
+// recordDelivery journals an outbox delivery: written, or deduplicated by the receiving side
+// because an earlier run (or a duplicate job) already delivered it.
+func recordDelivery(ctx context.Context, j Journal, o *models.Order, kind string, written bool, attempt int) {
+	detail := fmt.Sprintf("delivered: %s written (job attempt %d)", kind, attempt)
+	if !written {
+		detail = fmt.Sprintf("deduplicated: the %s was already delivered, nothing written (job attempt %d)", kind, attempt)
+	}
+	record(j, ctx, models.JournalEvent{TenantID: o.TenantID, OrderID: o.ID, Actor: models.ActorOutbox, Kind: kind, Detail: detail})
 }
 
 func receiptBody(o *models.Order) string {
@@ -88,6 +103,7 @@ type ShipmentWorker struct {
 	river.WorkerDefaults[ShipmentArgs]
 	Orders  OrderReader
 	Effects SideEffectWriter
+	Journal Journal // optional: records each request, written or deduplicated
 }
 
 // Work requests one shipment. Running it twice requests one: the dedupe key is the order.
@@ -97,6 +113,10 @@ func (w *ShipmentWorker) Work(ctx context.Context, job *river.Job[ShipmentArgs])
 		return fmt.Errorf("shipment for %s: %w", job.Args.OrderID, err)
 	}
 	dedupe := "shipment:" + o.ID
-	_, err = w.Effects.RequestShipment(ctx, &models.Shipment{TenantID: o.TenantID, OrderID: o.ID, DedupeKey: &dedupe})
-	return err
+	written, err := w.Effects.RequestShipment(ctx, &models.Shipment{TenantID: o.TenantID, OrderID: o.ID, DedupeKey: &dedupe})
+	if err != nil {
+		return err
+	}
+	recordDelivery(ctx, w.Journal, o, models.JournalShipment, written, job.Attempt)
+	return nil
 }

@@ -15,7 +15,10 @@ import (
 type WebhookProcessor struct {
 	DB     *gorm.DB
 	Outbox Outbox
-	Logger *slog.Logger
+	// Journal, when set, records each delivery of an event about one of our payments and
+	// its decision, duplicates included.
+	Journal Journal
+	Logger  *slog.Logger
 }
 
 // eventStatus maps an event type to the payment status it reports. charge.pending reports
@@ -58,17 +61,29 @@ func (p *WebhookProcessor) Process(ctx context.Context, ev GatewayEvent) (decisi
 		if err != nil {
 			return err
 		}
-		if !recorded {
-			duplicate = true
-			return nil
-		}
 		pay, err := paymentOfCharge(tx, charge)
 		if errors.Is(err, models.ErrNotFound) {
+			if !recorded {
+				duplicate = true
+				return nil
+			}
+			// Not ours: there is no order to journal it under; the log and webhook_events
+			// keep it.
 			decision = models.DecisionUnknownPayment
 			return models.SetWebhookDecisionTx(tx, ev.ID, decision, "")
 		}
 		if err != nil {
 			return err
+		}
+		journal := func(detail string) error {
+			return recordTx(p.Journal, tx, models.JournalEvent{TenantID: pay.TenantID, OrderID: pay.OrderID,
+				PaymentID: pay.ID, Actor: models.ActorWebhook, Kind: models.JournalWebhook,
+				Detail: fmt.Sprintf("%s: %s %s for charge %s", detail, ev.Type, ev.ID, charge.ID)})
+		}
+		if !recorded {
+			// A redelivery: it changes nothing, but the ops view shows that it came.
+			duplicate = true
+			return journal("duplicate, already processed, nothing changed")
 		}
 		decision = models.DecisionNoChange
 		// An event about another charge than the one this payment recorded (a second charge
@@ -89,7 +104,10 @@ func (p *WebhookProcessor) Process(ctx context.Context, ev GatewayEvent) (decisi
 				}
 			}
 		}
-		return models.SetWebhookDecisionTx(tx, ev.ID, decision, pay.ID)
+		if err := models.SetWebhookDecisionTx(tx, ev.ID, decision, pay.ID); err != nil {
+			return err
+		}
+		return journal(decision)
 	})
 	if err != nil {
 		return "", false, fmt.Errorf("process webhook %s: %w", ev.ID, err)
