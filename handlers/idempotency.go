@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"net/http"
@@ -99,7 +100,13 @@ func IdempotencyKeyOf(c echo.Context) *models.IdempotencyKey {
 // outcome is stored, a validation error deletes the key, an infrastructure failure or a panic
 // releases it with its progress. It writes the response bytes itself, so the first answer and
 // every replay are identical. If the store is down, the answer is 503 and nothing runs.
-func Idempotent(store KeyReserver, lease time.Duration, fingerprint FingerprintFunc, metrics *IdempotencyMetrics) echo.MiddlewareFunc {
+//
+// WithJournal records each reservation's answer and each disposition in the journal.
+func Idempotent(store KeyReserver, lease time.Duration, fingerprint FingerprintFunc, metrics *IdempotencyMetrics, opts ...IdempotencyOption) echo.MiddlewareFunc {
+	var o idempotencyOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			key, err := idempotencyKeyHeader(c.Request().Header)
@@ -130,19 +137,32 @@ func Idempotent(store KeyReserver, lease time.Duration, fingerprint FingerprintF
 				return &models.Error{Kind: models.KindUnavailable, Code: ErrIdempotencyUnavailable.Code,
 					Message: ErrIdempotencyUnavailable.Message, Err: err}
 			}
+			j := keyJournal{j: o.journal, tenant: tenant.ID, key: key}
 			switch res.Outcome {
 			case models.Replay:
 				metrics.count("replayed")
+				j.record(c.Request().Context(), models.JournalReservation, "",
+					fmt.Sprintf("replayed: the stored answer %d, nothing ran", res.Response.Status))
 				return writeStored(c, res.Response, true)
 			case models.Mismatch:
 				metrics.count("mismatch")
+				j.record(c.Request().Context(), models.JournalReservation, "",
+					"mismatch: the key was made for another request; 422, nothing ran")
 				return ErrKeyReuse
 			case models.InProgress:
 				metrics.count("conflict")
+				j.record(c.Request().Context(), models.JournalReservation, "",
+					"in_progress: another request holds the key; 409 with Retry-After "+retryAfterSeconds(res.RetryAfter)+"s")
 				c.Response().Header().Set("Retry-After", retryAfterSeconds(res.RetryAfter))
 				return ErrRequestInProgress
 			}
-			return runOwned(c, next, res.Key, metrics)
+			how := "a new key"
+			if res.Key.Attempts() > 1 {
+				how = "taken over, resuming at " + res.Key.RecoveryPoint()
+			}
+			j.record(c.Request().Context(), models.JournalReservation, res.Key.OrderID(),
+				fmt.Sprintf("reserved: %s (attempt %d)", how, res.Key.Attempts()))
+			return runOwned(c, next, res.Key, metrics, j)
 		}
 	}
 }
@@ -195,7 +215,7 @@ func dispositionOf(status int) disposition {
 }
 
 // runOwned runs the handler while the request owns key, then stores, forgets or releases it.
-func runOwned(c echo.Context, next echo.HandlerFunc, key *models.IdempotencyKey, metrics *IdempotencyMetrics) error {
+func runOwned(c echo.Context, next echo.HandlerFunc, key *models.IdempotencyKey, metrics *IdempotencyMetrics, j keyJournal) error {
 	req := c.Request()
 	ctx, cancel := context.WithCancel(req.Context())
 	defer cancel()
@@ -221,18 +241,22 @@ func runOwned(c echo.Context, next echo.HandlerFunc, key *models.IdempotencyKey,
 		// Recover middleware answer 500.
 		_ = key.Release(cleanupCtx)
 		metrics.count("released")
+		j.record(cleanupCtx, models.JournalDisposition, key.OrderID(), "released: the handler panicked; progress kept at "+key.RecoveryPoint())
 		panic(panicked)
 	}
 	if err == nil && key.Completed() {
 		// The handler completed the key in its business transaction (the normal path): the
 		// bytes it wrote are the bytes it stored.
 		metrics.count("created")
+		j.record(cleanupCtx, models.JournalDisposition, key.OrderID(),
+			fmt.Sprintf("stored: %d, completed in the operation's last transaction", status))
 		return writeStored(c, &models.StoredResponse{Status: status, Header: header, Body: body}, false)
 	}
 	if leaseLost || errors.Is(err, models.ErrLeaseLost) {
 		// Another request owns the key now; whatever we did was rolled back by the fence. Its
 		// outcome is the answer, which a retry will get.
 		c.Response().Header().Set("Retry-After", "1")
+		j.record(cleanupCtx, models.JournalDisposition, key.OrderID(), "lost: another request took the key over; its outcome is the answer")
 		return models.ErrLeaseLost
 	}
 	if err != nil {
@@ -241,6 +265,7 @@ func runOwned(c echo.Context, next echo.HandlerFunc, key *models.IdempotencyKey,
 			// The client went away: its outcome is unknown to it, so keep the progress.
 			_ = key.Release(cleanupCtx)
 			metrics.count("released")
+			j.record(cleanupCtx, models.JournalDisposition, key.OrderID(), "released: the client went away; progress kept at "+key.RecoveryPoint())
 			return err
 		}
 		status, header, body = errorResponse(err)
@@ -260,27 +285,64 @@ func runOwned(c echo.Context, next echo.HandlerFunc, key *models.IdempotencyKey,
 			// the operation's own guards (conditional updates, unique constraints) remain.
 			_ = key.Release(cleanupCtx)
 			metrics.count("released")
+			j.record(cleanupCtx, models.JournalDisposition, key.OrderID(),
+				fmt.Sprintf("released: the answer %d could not be stored; progress kept at %s", status, key.RecoveryPoint()))
 			if errors.Is(cerr, models.ErrLeaseLost) {
 				return models.ErrLeaseLost
 			}
 			return cerr
 		}
 		metrics.count("created")
+		j.record(cleanupCtx, models.JournalDisposition, key.OrderID(), fmt.Sprintf("stored: %d", status))
 		return writeStored(c, &models.StoredResponse{Status: status, Header: header, Body: body}, false)
 	case forget:
 		if deleted, _ := key.Delete(cleanupCtx); deleted {
 			metrics.count("deleted")
+			j.record(cleanupCtx, models.JournalDisposition, key.OrderID(), fmt.Sprintf("forgotten: %d, the key may be used again", status))
 		} else {
 			metrics.count("released")
+			j.record(cleanupCtx, models.JournalDisposition, key.OrderID(),
+				fmt.Sprintf("released: %d after progress; kept at %s", status, key.RecoveryPoint()))
 		}
 	default:
 		_ = key.Release(cleanupCtx)
 		metrics.count("released")
+		j.record(cleanupCtx, models.JournalDisposition, key.OrderID(),
+			fmt.Sprintf("released: %d, the outcome may be unknown; progress kept at %s for a retry", status, key.RecoveryPoint()))
 	}
 	if err != nil {
 		return err // the central error handler renders it, exactly as errorResponse did
 	}
 	return writeStored(c, &models.StoredResponse{Status: status, Header: header, Body: body}, false)
+}
+
+// IdempotencyOption configures Idempotent.
+type IdempotencyOption func(*idempotencyOptions)
+
+type idempotencyOptions struct{ journal IdempotencyJournal }
+
+// IdempotencyJournal is where the middleware records the answers and dispositions of keys.
+// *models.JournalStore is one.
+type IdempotencyJournal interface {
+	Record(ctx context.Context, ev models.JournalEvent)
+}
+
+// WithJournal makes Idempotent record every reservation's answer and every disposition.
+func WithJournal(j IdempotencyJournal) IdempotencyOption {
+	return func(o *idempotencyOptions) { o.journal = j }
+}
+
+// keyJournal records events of one key of one tenant; the zero value records nothing.
+type keyJournal struct {
+	j           IdempotencyJournal
+	tenant, key string
+}
+
+func (k keyJournal) record(ctx context.Context, kind, orderID, detail string) {
+	if k.j != nil {
+		k.j.Record(ctx, models.JournalEvent{TenantID: k.tenant, IdempotencyKey: k.key, OrderID: orderID,
+			Actor: models.ActorShop, Kind: kind, Detail: detail})
+	}
 }
 
 // callHandler runs next and turns a panic into a value, so the key can be released first.
