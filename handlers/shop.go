@@ -56,8 +56,15 @@ type Storefront struct {
 	CheckoutIdempotent echo.MiddlewareFunc
 	PayIdempotent      echo.MiddlewareFunc
 	Keys               KeyLookup
+	// Journal, when set, shows "What happened" on the order page: the order's journal.
+	Journal OrderJournal
 	// DefaultTenant is the store "/" shows; "acme" when empty.
 	DefaultTenant string
+}
+
+// OrderJournal reads an order's journal, oldest first. *models.JournalStore is one.
+type OrderJournal interface {
+	ForOrder(ctx context.Context, orderID string) ([]models.JournalEvent, error)
 }
 
 // Route names, for c.Echo().Reverse.

@@ -35,13 +35,14 @@ func MustShop(tb testing.TB, db *gorm.DB) *httptest.Server {
 	keys := models.NewIdempotencyStore(db)
 	cards := handlers.NewCardFingerprint("whsec_test")
 	metrics := handlers.NewIdempotencyMetrics(reg)
+	journal := models.NewJournalStore(db, nil)
 	service := &payments.Service{DB: db, Gateway: payments.NewGatewayClient(MustGateway(tb), 5*time.Second),
-		Outbox: noOutbox{}, Render: handlers.RenderOperation}
+		Outbox: noOutbox{}, Render: handlers.RenderOperation, Journal: journal}
 	(&handlers.Storefront{
 		Tenants: models.NewTenantStore(db), Products: models.NewProductStore(db), Carts: models.NewCartStore(db),
-		Orders: orders, Payments: service, Keys: keys,
-		CheckoutIdempotent: handlers.Idempotent(keys, time.Minute, cards.CheckoutFingerprint, metrics),
-		PayIdempotent:      handlers.Idempotent(keys, time.Minute, cards.PaymentFingerprint, metrics),
+		Orders: orders, Payments: service, Keys: keys, Journal: journal,
+		CheckoutIdempotent: handlers.Idempotent(keys, time.Minute, cards.CheckoutFingerprint, metrics, handlers.WithJournal(journal)),
+		PayIdempotent:      handlers.Idempotent(keys, time.Minute, cards.PaymentFingerprint, metrics, handlers.WithJournal(journal)),
 	}).Routes(e)
 	api := e.Group("/api/v1", handlers.APIKeyAuth(models.NewTenantStore(db)))
 	(&handlers.CatalogAPI{Products: models.NewProductStore(db)}).Routes(api)

@@ -66,6 +66,16 @@ func (s *Storefront) order(c echo.Context) error {
 	if c.QueryParam("poll") == "payment" && c.Request().Header.Get("HX-Request") == "true" {
 		return s.paymentPoll(c, vm)
 	}
+	if s.Journal != nil {
+		evs, err := s.Journal.ForOrder(ctx, o.ID)
+		if err != nil {
+			return err
+		}
+		for _, ev := range evs {
+			vm.Journal = append(vm.Journal, pages.JournalRow{At: ev.At.UTC().Format("15:04:05.000"),
+				Actor: ev.Actor, Event: ev.Kind, Detail: ev.Detail})
+		}
+	}
 	// The order can take a new payment when it is not paid and no payment is in flight: a
 	// second payment while one is unconfirmed would be a second charge waiting to happen.
 	if o.Status != models.OrderPaid && !vm.Confirming {

@@ -31,20 +31,22 @@ func mountRoutes(e *echo.Echo, cfg Config, db *gorm.DB, registry *prometheus.Reg
 	orders := models.NewOrderStore(db)
 	keys := models.NewIdempotencyStore(db)
 	effects := models.NewSideEffectStore(db)
+	journal := models.NewJournalStore(db, logger)
+	withJournal := handlers.WithJournal(journal)
 	keyMetrics := handlers.NewIdempotencyMetrics(registry)
 	gateway := payments.NewGatewayClient(cfg.GatewayURL, cfg.GatewayTimeout)
 	cards := handlers.NewCardFingerprint(cfg.WebhookSecret)
 
 	service := &payments.Service{
 		DB: db, Gateway: gateway, Render: handlers.RenderOperation,
-		Crash: payments.Crasher(cfg.CrashAt), Logger: logger,
+		Crash: payments.Crasher(cfg.CrashAt), Journal: journal, Logger: logger,
 	}
 	completer := &payments.Completer{Keys: keys, Service: service, Lease: cfg.IdempotencyLease, Logger: logger}
 	reaper := &payments.Reaper{Store: keys, Retention: cfg.IdempotencyRetention, Logger: logger}
 
 	workers := river.NewWorkers()
-	river.AddWorker(workers, &payments.ReceiptWorker{Orders: orders, Effects: effects})
-	river.AddWorker(workers, &payments.ShipmentWorker{Orders: orders, Effects: effects})
+	river.AddWorker(workers, &payments.ReceiptWorker{Orders: orders, Effects: effects, Journal: journal})
+	river.AddWorker(workers, &payments.ShipmentWorker{Orders: orders, Effects: effects, Journal: journal})
 	river.AddWorker(workers, &payments.ReaperWorker{Reaper: reaper})
 	periodic := []*river.PeriodicJob{
 		river.NewPeriodicJob(river.PeriodicInterval(reapInterval(cfg.IdempotencyRetention)),
@@ -64,22 +66,22 @@ func mountRoutes(e *echo.Echo, cfg Config, db *gorm.DB, registry *prometheus.Reg
 
 	e.StaticFS("/static", static.FS)
 	(&handlers.Ops{Ping: func(ctx context.Context) error { return models.Ping(ctx, db) }, Registry: registry}).Routes(e)
-	(&handlers.Webhooks{Verifier: verifier, Processor: &payments.WebhookProcessor{DB: db, Outbox: jobs, Logger: logger}}).Routes(e)
+	(&handlers.Webhooks{Verifier: verifier, Processor: &payments.WebhookProcessor{DB: db, Outbox: jobs, Journal: journal, Logger: logger}}).Routes(e)
 
 	(&handlers.Storefront{Tenants: tenants, Products: products, Carts: models.NewCartStore(db), Orders: orders,
-		Payments: service, Keys: keys,
-		CheckoutIdempotent: handlers.Idempotent(keys, cfg.IdempotencyLease, cards.CheckoutFingerprint, keyMetrics),
-		PayIdempotent:      handlers.Idempotent(keys, cfg.IdempotencyLease, cards.PaymentFingerprint, keyMetrics),
+		Payments: service, Keys: keys, Journal: journal,
+		CheckoutIdempotent: handlers.Idempotent(keys, cfg.IdempotencyLease, cards.CheckoutFingerprint, keyMetrics, withJournal),
+		PayIdempotent:      handlers.Idempotent(keys, cfg.IdempotencyLease, cards.PaymentFingerprint, keyMetrics, withJournal),
 	}).Routes(e)
 
 	api := e.Group("/api/v1", handlers.APIKeyAuth(tenants))
 	(&handlers.CatalogAPI{Products: products}).Routes(api)
 	(&handlers.OrdersAPI{Orders: orders,
-		Idempotent: handlers.Idempotent(keys, cfg.IdempotencyLease, handlers.OrderFingerprint, keyMetrics),
+		Idempotent: handlers.Idempotent(keys, cfg.IdempotencyLease, handlers.OrderFingerprint, keyMetrics, withJournal),
 	}).Routes(api)
 	(&handlers.PaymentsAPI{Ops: service,
-		CheckoutIdempotent: handlers.Idempotent(keys, cfg.IdempotencyLease, cards.CheckoutFingerprint, keyMetrics),
-		PaymentIdempotent:  handlers.Idempotent(keys, cfg.IdempotencyLease, cards.PaymentFingerprint, keyMetrics),
+		CheckoutIdempotent: handlers.Idempotent(keys, cfg.IdempotencyLease, cards.CheckoutFingerprint, keyMetrics, withJournal),
+		PaymentIdempotent:  handlers.Idempotent(keys, cfg.IdempotencyLease, cards.PaymentFingerprint, keyMetrics, withJournal),
 	}).Routes(api)
 	reconciler := &payments.Reconciler{DB: db, Gateway: gateway,
 		Grace: 2*cfg.IdempotencyLease + cfg.CompleterInterval + 2*cfg.GatewayTimeout}

@@ -150,6 +150,16 @@ type OrderPage struct {
 	Pay       *PayForm
 	ShopURL   string
 	OrdersURL string
+	// Journal is what happened to the order, oldest first (the ops view); empty hides it.
+	Journal []JournalRow
+}
+
+// JournalRow is one event of an order's journal, as shown in "What happened".
+type JournalRow struct {
+	At     string // UTC, with milliseconds
+	Actor  string // client, shop, database, gateway, webhook, outbox, completer
+	Event  string
+	Detail string
 }
 
 // OrderSummary is one row of the order history.
