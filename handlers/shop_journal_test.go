@@ -42,7 +42,7 @@ func TestOrderPageJournal(t *testing.T) {
 		want := []string{
 			"shop reservation reserved: a new key",
 			"database phase payment_created",
-			"gateway gateway charge succeeded",
+			"gateway charge succeeded",
 			"database phase finished: payment succeeded",
 			"shop disposition stored: 201",
 		}

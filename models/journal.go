@@ -23,16 +23,16 @@ const (
 // Journal event kinds. The detail starts with the decision or outcome (e.g. "reserved: …",
 // "unknown: …"), so a reader, or a test, sees the answer first.
 const (
-	JournalReservation   = "reservation"    // the key's answer: reserved, replayed, in_progress, mismatch
-	JournalDisposition   = "disposition"    // what the key kept: stored, forgotten, released
-	JournalPhase         = "phase"          // a phase committed, with its recovery point
-	JournalGatewayCharge = "gateway charge" // a charge and its classified outcome
-	JournalGatewayLookup = "gateway lookup" // asking the gateway's ledger before charging again
-	JournalWebhook       = "webhook"        // a delivery and its decision, duplicates included
-	JournalReceipt       = "receipt"        // outbox delivery: delivered or deduplicated
-	JournalShipment      = "shipment"       // outbox delivery: requested or deduplicated
-	JournalClaim         = "claim"          // the completer took over an abandoned operation
-	JournalCompleted     = "completion"     // what the completer's attempt came to
+	JournalReservation   = "reservation" // the key's answer: reserved, replayed, in_progress, mismatch
+	JournalDisposition   = "disposition" // what the key kept: stored, forgotten, released
+	JournalPhase         = "phase"       // a phase committed, with its recovery point
+	JournalGatewayCharge = "charge"      // a charge and its classified outcome
+	JournalGatewayLookup = "lookup"      // asking the gateway's ledger before charging again
+	JournalWebhook       = "delivery"    // a delivery and its decision, duplicates included
+	JournalReceipt       = "receipt"     // outbox delivery: delivered or deduplicated
+	JournalShipment      = "shipment"    // outbox delivery: delivered or deduplicated
+	JournalClaim         = "claim"       // the completer took over an abandoned operation
+	JournalCompleted     = "completion"  // what the completer's attempt came to
 )
 
 // JournalEvent is one line of an operation's journal. Empty IdempotencyKey, OrderID and
