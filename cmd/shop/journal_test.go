@@ -61,6 +61,11 @@ func TestJournal(t *testing.T) {
 				if n := countLines(lines, "gateway charge"); n != 1 {
 					t.Errorf("got %d gateway charges in the journal, want 1: %q", n, lines)
 				}
+				// The ops view: the order page lists the same events (and any that came since).
+				page := mustPage(t, st.Shop+"/orders/"+orderID)
+				if n := page.Find(`[data-testid="journal"] [data-testid="journal-event"]`).Length(); n < len(lines) {
+					t.Errorf("order page: got %d journal rows, want at least %d", n, len(lines))
+				}
 				for _, l := range lines {
 					if strings.Contains(l, "4000000000000119") || strings.Contains(l, "@") {
 						t.Errorf("got a card number or an e-mail address in the journal: %q", l)
