@@ -67,10 +67,9 @@ func (s *Storefront) order(c echo.Context) error {
 		return s.paymentPoll(c, vm)
 	}
 	if s.Journal != nil {
-		evs, err := s.Journal.ForOrder(ctx, o.ID)
-		if err != nil {
-			return err
-		}
+		// The journal is for people looking into an order; if it cannot be read, the
+		// customer still gets the order page, without that section.
+		evs, _ := s.Journal.ForOrder(ctx, o.ID)
 		for _, ev := range evs {
 			vm.Journal = append(vm.Journal, pages.JournalRow{At: ev.At.UTC().Format("15:04:05.000"),
 				Actor: ev.Actor, Event: ev.Kind, Detail: ev.Detail})
