@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"gorm.io/gorm"
@@ -70,9 +71,17 @@ func (ev *JournalEvent) row() map[string]any {
 }
 
 // JournalStore appends to and reads the journal.
+//
+// Events written inside a business transaction (RecordTx) commit with it. The others
+// (Record) would each cost a commit of their own — on PostgreSQL a disk flush — on the hot path
+// of every idempotent request, replays included. So while Run is running they are queued and
+// written in batches, one commit for many events; protection stays almost free. Without Run
+// (tests, tools), Record writes at once.
 type JournalStore struct {
-	db     *gorm.DB
-	logger *slog.Logger
+	db      *gorm.DB
+	logger  *slog.Logger
+	queue   chan JournalEvent
+	running atomic.Bool
 }
 
 // NewJournalStore returns a JournalStore on db that reports failed writes to logger
@@ -81,7 +90,50 @@ func NewJournalStore(db *gorm.DB, logger *slog.Logger) *JournalStore {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	return &JournalStore{db: db, logger: logger}
+	return &JournalStore{db: db, logger: logger, queue: make(chan JournalEvent, 4096)}
+}
+
+// journalBatch is the most events one INSERT writes.
+const journalBatch = 200
+
+// Run writes the events Record queues, in batches, until ctx ends, then writes what is left.
+// Events keep the time they were recorded at, and the journal is read in that order.
+func (s *JournalStore) Run(ctx context.Context) {
+	s.running.Store(true)
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			s.running.Store(false)
+			s.flush(context.WithoutCancel(ctx))
+			return
+		case <-t.C:
+			s.flush(ctx)
+		}
+	}
+}
+
+// flush writes every queued event, journalBatch rows per statement.
+func (s *JournalStore) flush(ctx context.Context) {
+	for {
+		rows := make([]map[string]any, 0, journalBatch)
+	fill:
+		for len(rows) < journalBatch {
+			select {
+			case ev := <-s.queue:
+				rows = append(rows, ev.row())
+			default:
+				break fill
+			}
+		}
+		if len(rows) == 0 {
+			return
+		}
+		if err := s.db.WithContext(ctx).Table(JournalEvent{}.TableName()).Create(rows).Error; err != nil {
+			s.logger.WarnContext(ctx, "journal write failed", "events", len(rows), "err", err)
+		}
+	}
 }
 
 // RecordTx appends ev inside tx, the transaction of the phase it describes, so the event and
@@ -97,6 +149,16 @@ func (s *JournalStore) RecordTx(tx *gorm.DB, ev JournalEvent) error {
 // never fails the operation it describes. Never call it while a transaction is open on the
 // same pool (SQLite has one connection): use RecordTx there.
 func (s *JournalStore) Record(ctx context.Context, ev JournalEvent) {
+	if ev.At.IsZero() {
+		ev.At = now() // the moment it happened, not the moment the batch is written
+	}
+	if s.running.Load() {
+		select {
+		case s.queue <- ev:
+			return
+		default: // the queue is full: write this one now rather than lose it
+		}
+	}
 	if err := s.RecordTx(s.db.WithContext(context.WithoutCancel(ctx)), ev); err != nil {
 		s.logger.WarnContext(ctx, "journal write failed", "tenant", ev.TenantID, "order_id", ev.OrderID,
 			"kind", ev.Kind, "err", err)
@@ -123,7 +185,7 @@ func (s *JournalStore) ForOrder(ctx context.Context, orderID string) ([]JournalE
 		q = q.Or("tenant_id = ? AND idempotency_key IN ?", keys[0].TenantID, names)
 	}
 	var evs []JournalEvent
-	if err := q.Order("id").Find(&evs).Error; err != nil {
+	if err := q.Order("at, id").Find(&evs).Error; err != nil {
 		return nil, fmt.Errorf("journal of order: %w", err)
 	}
 	return evs, nil
@@ -133,7 +195,7 @@ func (s *JournalStore) ForOrder(ctx context.Context, orderID string) ([]JournalE
 func (s *JournalStore) ForKey(ctx context.Context, tenantID, key string) ([]JournalEvent, error) {
 	var evs []JournalEvent
 	err := s.db.WithContext(ctx).Where("tenant_id = ? AND idempotency_key = ?", tenantID, key).
-		Order("id").Find(&evs).Error
+		Order("at, id").Find(&evs).Error
 	if err != nil {
 		return nil, fmt.Errorf("journal of key: %w", err)
 	}

@@ -2,6 +2,7 @@ package models_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -74,5 +75,35 @@ func TestJournal(t *testing.T) {
 				t.Errorf("at: got %v, want %v", evs[0].At, at)
 			}
 		})
+	})
+}
+
+// TestJournalBatchedWriter: with Run going, Record queues events and Run writes them in
+// batches; stopping Run writes what is left. Events keep the order they were recorded in.
+func TestJournalBatchedWriter(t *testing.T) {
+	modelstest.ForEachDialect(t, func(t *testing.T, db *gorm.DB) {
+		j := models.NewJournalStore(db, nil)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); j.Run(ctx) }()
+		time.Sleep(20 * time.Millisecond) // let Run start
+		for i := 0; i < 450; i++ {        // more than two batches
+			j.Record(context.Background(), models.JournalEvent{TenantID: "acme", IdempotencyKey: "batch",
+				Actor: models.ActorShop, Kind: "x", Detail: fmt.Sprint(i)})
+		}
+		cancel()
+		<-done
+		evs, err := j.ForKey(context.Background(), "acme", "batch")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(evs) != 450 {
+			t.Fatalf("got %d events, want 450", len(evs))
+		}
+		for i, ev := range evs {
+			if ev.Detail != fmt.Sprint(i) {
+				t.Fatalf("event %d: got detail %q, want %d (recording order)", i, ev.Detail, i)
+			}
+		}
 	})
 }

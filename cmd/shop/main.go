@@ -124,8 +124,9 @@ func serve(ctx context.Context, cfg Config, db *gorm.DB, logger *slog.Logger, st
 			logger.Warn("stop job queue", "err", err)
 		}
 	}()
-	background.Add(1)
+	background.Add(2)
 	go func() { defer background.Done(); work.completer.Run(ctx, cfg.CompleterInterval) }()
+	go func() { defer background.Done(); work.journal.Run(ctx) }()
 
 	srv := &http.Server{
 		Handler:           e,

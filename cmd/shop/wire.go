@@ -20,6 +20,7 @@ import (
 type background struct {
 	jobs      *payments.Jobs
 	completer *payments.Completer
+	journal   *models.JournalStore
 }
 
 // mountRoutes wires the shop — stores, the payment operations, the job queue — and mounts its
@@ -87,7 +88,7 @@ func mountRoutes(e *echo.Echo, cfg Config, db *gorm.DB, registry *prometheus.Reg
 		Grace: 2*cfg.IdempotencyLease + cfg.CompleterInterval + 2*cfg.GatewayTimeout}
 	(&handlers.ReconciliationAPI{Reconciler: reconciler}).Routes(api)
 	(&handlers.OpsPages{Mailbox: effects, Reconciler: reconciler, Tenants: tenants}).Routes(e)
-	return &background{jobs: jobs, completer: completer}, nil
+	return &background{jobs: jobs, completer: completer, journal: journal}, nil
 }
 
 // reapInterval runs the reaper often enough that keys outlive their retention by at most a
