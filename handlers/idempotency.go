@@ -16,6 +16,7 @@ import (
 	"gorm.io/gorm"
 
 	"checkoutlab/models"
+	"checkoutlab/payments"
 )
 
 // The answers of the idempotency layer itself (contract section 3).
@@ -127,11 +128,27 @@ func Idempotent(store KeyReserver, lease time.Duration, fingerprint FingerprintF
 				return err
 			}
 
-			res, err := store.Reserve(c.Request().Context(), models.ReserveRequest{
+			req := models.ReserveRequest{
 				TenantID: tenant.ID, Key: key, Principal: principal,
 				Endpoint: c.Request().Method + " " + c.Path(), Fingerprint: fp.Hash, Params: fp.Params,
 				Lease: lease,
-			})
+			}
+			reserve := store.Reserve
+			switch {
+			case !o.protections.On(payments.SwitchServerIdempotency):
+				// LAB ONLY: the operation runs under a key no retry will ever name, so the
+				// server remembers nothing: each request is a new operation.
+				req.Key = models.NewID("forgotten")
+			case !o.protections.On(payments.SwitchAtomicReservation):
+				racy, ok := store.(interface {
+					ReserveCheckThenInsert(context.Context, models.ReserveRequest) (*models.Reservation, error)
+				})
+				if !ok {
+					return errors.New("atomic_reservation off needs a store with ReserveCheckThenInsert")
+				}
+				reserve = racy.ReserveCheckThenInsert // LAB ONLY: check, then insert at the end
+			}
+			res, err := reserve(c.Request().Context(), req)
 			if err != nil {
 				// 503 with the cause attached for the log; nothing ran, so a retry is safe.
 				return &models.Error{Kind: models.KindUnavailable, Code: ErrIdempotencyUnavailable.Code,
@@ -319,7 +336,16 @@ func runOwned(c echo.Context, next echo.HandlerFunc, key *models.IdempotencyKey,
 // IdempotencyOption configures Idempotent.
 type IdempotencyOption func(*idempotencyOptions)
 
-type idempotencyOptions struct{ journal IdempotencyJournal }
+type idempotencyOptions struct {
+	journal     IdempotencyJournal
+	protections payments.Protections
+}
+
+// WithProtections turns one mechanism of the middleware off (server_idempotency or
+// atomic_reservation). Only the failure lab uses it; see payments.Protections.
+func WithProtections(p payments.Protections) IdempotencyOption {
+	return func(o *idempotencyOptions) { o.protections = p }
+}
 
 // IdempotencyJournal is where the middleware records the answers and dispositions of keys.
 // *models.JournalStore is one.

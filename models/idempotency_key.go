@@ -34,6 +34,10 @@ type IdempotencyKey struct {
 	orderID     *string
 	paymentID   *string
 
+	// finalKey, set only by ReserveCheckThenInsert (the failure lab), is the client's key the
+	// answer is written under at completion; until then the row works under a private name.
+	finalKey string
+
 	mu            sync.Mutex
 	recoveryPoint string
 	completed     bool
@@ -149,11 +153,15 @@ func (k *IdempotencyKey) CompleteTx(tx *gorm.DB, status int, header http.Header,
 		body = []byte{} // NOT NULL-ish: an empty body is still an answer
 	}
 	t := now()
-	err = k.fenced(tx, "complete", map[string]any{
+	set := map[string]any{
 		"state": KeyCompleted, "recovery_point": RecoveryFinished,
 		"response_status": status, "response_headers": string(headers), "response_body": body,
 		"lock_token": nil, "locked_at": nil, "updated_at": t, "completed_at": t,
-	})
+	}
+	if k.finalKey != "" {
+		set["key"] = k.finalKey // check-then-insert: the completed answer appears only now
+	}
+	err = k.fenced(tx, "complete", set)
 	if err != nil {
 		return err
 	}

@@ -119,10 +119,24 @@ type PaymentTransition struct {
 // are recorded when given. Both the request path and the webhook path settle payments through
 // here, so whichever arrives first wins and the other finds the work done (Moved false).
 func SettlePaymentTx(tx *gorm.DB, paymentID, status, chargeID, declineCode string) (*PaymentTransition, error) {
-	preds, ok := paymentPredecessors[status]
-	if !ok {
+	if _, ok := paymentPredecessors[status]; !ok {
 		return nil, fmt.Errorf("settle payment: %q is not a final status", status)
 	}
+	return settlePaymentTx(tx, paymentID, status, chargeID, declineCode, true)
+}
+
+// OverwritePaymentStatusTx is SettlePaymentTx WITHOUT the forward-only rule: it writes status
+// (pending included) whatever the current one, and moves the order along. It exists only for
+// the failure lab, whose monotonic_status switch shows what the rule prevents: a late or
+// reordered event moving a paid order back. Production code never calls it.
+func OverwritePaymentStatusTx(tx *gorm.DB, paymentID, status, chargeID, declineCode string) (*PaymentTransition, error) {
+	if _, ok := paymentPredecessors[status]; !ok && status != PaymentPending {
+		return nil, fmt.Errorf("overwrite payment status: %q is not a payment status", status)
+	}
+	return settlePaymentTx(tx, paymentID, status, chargeID, declineCode, false)
+}
+
+func settlePaymentTx(tx *gorm.DB, paymentID, status, chargeID, declineCode string, forwardOnly bool) (*PaymentTransition, error) {
 	set := map[string]any{"status": status, "updated_at": tx.NowFunc()}
 	if chargeID != "" {
 		// Keep the first charge id we learned; a second one would be a second charge, which
@@ -132,7 +146,11 @@ func SettlePaymentTx(tx *gorm.DB, paymentID, status, chargeID, declineCode strin
 	if declineCode != "" {
 		set["decline_code"] = declineCode
 	}
-	res := tx.Model(&Payment{}).Where("id = ? AND status IN ?", paymentID, preds).Updates(set)
+	q := tx.Model(&Payment{}).Where("id = ? AND status IN ?", paymentID, paymentPredecessors[status])
+	if !forwardOnly {
+		q = tx.Model(&Payment{}).Where("id = ? AND status <> ?", paymentID, status)
+	}
+	res := q.Updates(set)
 	if res.Error != nil {
 		return nil, fmt.Errorf("settle payment %s: %w", paymentID, res.Error)
 	}
@@ -144,11 +162,16 @@ func SettlePaymentTx(tx *gorm.DB, paymentID, status, chargeID, declineCode strin
 			orderStatus = OrderPaid
 		case PaymentFailed:
 			orderStatus = OrderPaymentFailed
+		case PaymentPending:
+			orderStatus = OrderPendingPayment // only ever when overwriting (the lab)
 		}
 		if orderStatus != "" {
-			err := tx.Model(&Order{}).
-				Where("id = (?) AND status IN ?", tx.Model(&Payment{}).Select("order_id").Where("id = ?", paymentID), orderPredecessors[orderStatus]).
-				Updates(map[string]any{"status": orderStatus, "updated_at": tx.NowFunc()}).Error
+			ofPayment := tx.Model(&Payment{}).Select("order_id").Where("id = ?", paymentID)
+			q := tx.Model(&Order{}).Where("id = (?) AND status IN ?", ofPayment, orderPredecessors[orderStatus])
+			if !forwardOnly {
+				q = tx.Model(&Order{}).Where("id = (?)", ofPayment)
+			}
+			err := q.Updates(map[string]any{"status": orderStatus, "updated_at": tx.NowFunc()}).Error
 			if err != nil {
 				return nil, fmt.Errorf("move order of payment %s to %s: %w", paymentID, orderStatus, err)
 			}

@@ -56,6 +56,9 @@ func MigrateJobQueue(ctx context.Context, db *gorm.DB) error {
 // Jobs is the shop's job queue.
 type Jobs struct {
 	client *river.Client[*sql.Tx]
+	// Protections: with webhook_dedupe off (the failure lab only) side effects are enqueued
+	// without River's uniqueness.
+	Protections Protections
 }
 
 // JobsConfig configures the queue: which workers exist and which periodic jobs are scheduled.

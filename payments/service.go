@@ -102,6 +102,8 @@ type Service struct {
 	// Journal, when set, records each phase, gateway call and completer step.
 	Journal Journal
 	Logger  *slog.Logger
+	// Protections is all on (the zero value) except in the failure lab; see Protections.
+	Protections Protections
 }
 
 func (s *Service) crash(point string) {

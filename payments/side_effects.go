@@ -33,6 +33,9 @@ func (ShipmentArgs) Kind() string { return "request_shipment" }
 // UniqueOpts ByArgs is a second guard, and the receiving side dedupes as the last one.
 func (j *Jobs) EnqueueSideEffectsTx(tx *gorm.DB, order *models.Order) error {
 	unique := &river.InsertOpts{UniqueOpts: river.UniqueOpts{ByArgs: true}}
+	if !j.Protections.On(SwitchWebhookDedupe) {
+		unique = nil // LAB ONLY: every enqueue is a new job
+	}
 	if err := j.InsertTx(tx, ReceiptArgs{OrderID: order.ID}, unique); err != nil {
 		return err
 	}
@@ -56,6 +59,8 @@ type ReceiptWorker struct {
 	Orders  OrderReader
 	Effects SideEffectWriter
 	Journal Journal // optional: records each delivery, written or deduplicated
+	// Protections: with webhook_dedupe off (the failure lab only) there is no dedupe key.
+	Protections Protections
 }
 
 // Work writes one receipt. Running it twice writes one message: the dedupe key is the order.
@@ -64,9 +69,12 @@ func (w *ReceiptWorker) Work(ctx context.Context, job *river.Job[ReceiptArgs]) e
 	if err != nil {
 		return fmt.Errorf("receipt for %s: %w", job.Args.OrderID, err)
 	}
-	dedupe := "receipt:" + o.ID
+	dedupe := &[]string{"receipt:" + o.ID}[0]
+	if !w.Protections.On(SwitchWebhookDedupe) {
+		dedupe = nil // LAB ONLY: a second run writes a second message
+	}
 	written, err := w.Effects.DeliverReceipt(ctx, &models.MailboxMessage{
-		TenantID: o.TenantID, OrderID: o.ID, ToAddress: o.Email, DedupeKey: &dedupe,
+		TenantID: o.TenantID, OrderID: o.ID, ToAddress: o.Email, DedupeKey: dedupe,
 		Subject: fmt.Sprintf("Your order %s is paid", o.ID),
 		Body:    receiptBody(o),
 	})
@@ -104,6 +112,8 @@ type ShipmentWorker struct {
 	Orders  OrderReader
 	Effects SideEffectWriter
 	Journal Journal // optional: records each request, written or deduplicated
+	// Protections: with webhook_dedupe off (the failure lab only) there is no dedupe key.
+	Protections Protections
 }
 
 // Work requests one shipment. Running it twice requests one: the dedupe key is the order.
@@ -112,8 +122,11 @@ func (w *ShipmentWorker) Work(ctx context.Context, job *river.Job[ShipmentArgs])
 	if err != nil {
 		return fmt.Errorf("shipment for %s: %w", job.Args.OrderID, err)
 	}
-	dedupe := "shipment:" + o.ID
-	written, err := w.Effects.RequestShipment(ctx, &models.Shipment{TenantID: o.TenantID, OrderID: o.ID, DedupeKey: &dedupe})
+	dedupe := &[]string{"shipment:" + o.ID}[0]
+	if !w.Protections.On(SwitchWebhookDedupe) {
+		dedupe = nil // LAB ONLY: a second run requests a second shipment
+	}
+	written, err := w.Effects.RequestShipment(ctx, &models.Shipment{TenantID: o.TenantID, OrderID: o.ID, DedupeKey: dedupe})
 	if err != nil {
 		return err
 	}

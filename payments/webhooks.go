@@ -19,6 +19,8 @@ type WebhookProcessor struct {
 	// its decision, duplicates included.
 	Journal Journal
 	Logger  *slog.Logger
+	// Protections is all on (the zero value) except in the failure lab; see Protections.
+	Protections Protections
 }
 
 // eventStatus maps an event type to the payment status it reports. charge.pending reports
@@ -61,6 +63,10 @@ func (p *WebhookProcessor) Process(ctx context.Context, ev GatewayEvent) (decisi
 		if err != nil {
 			return err
 		}
+		dedupe := p.Protections.On(SwitchWebhookDedupe)
+		if !dedupe {
+			recorded = true // LAB ONLY: every delivery is applied as if it were new
+		}
 		pay, err := paymentOfCharge(tx, charge)
 		if errors.Is(err, models.ErrNotFound) {
 			if !recorded {
@@ -90,13 +96,20 @@ func (p *WebhookProcessor) Process(ctx context.Context, ev GatewayEvent) (decisi
 		// by a provider that ignored our key) must not move this payment: reconciliation
 		// reports that charge instead.
 		otherCharge := pay.GatewayChargeID != nil && *pay.GatewayChargeID != charge.ID
+		if status == "" && !p.Protections.On(SwitchMonotonicStatus) {
+			status = models.PaymentPending // LAB ONLY: the event's status is written as it is
+		}
 		if status != "" && !otherCharge {
-			t, err := models.SettlePaymentTx(tx, pay.ID, status, charge.ID, charge.FailureCode)
+			t, err := p.Protections.settleTx(tx, pay.ID, status, charge.ID, charge.FailureCode)
 			if err != nil {
 				return err
 			}
 			if t.Moved {
 				decision = models.DecisionApplied
+			}
+			// Only the writer that moved the payment enqueues its side effects; without
+			// dedupe (the lab), every charge.succeeded delivery does.
+			if t.Moved || !dedupe && status == models.PaymentSucceeded {
 				if t.Payment.Status == models.PaymentSucceeded {
 					if err := p.Outbox.EnqueueSideEffectsTx(tx, t.Order); err != nil {
 						return err

@@ -7,6 +7,8 @@ import (
 	"net"
 	"strings"
 	"time"
+
+	"checkoutlab/payments"
 )
 
 // Crash points for failure drills (SHOP_CRASH_AT); see docs/failure-modes.md.
@@ -36,6 +38,10 @@ type Config struct {
 	LogLevel             string
 
 	publicURLDefaulted bool // SHOP_PUBLIC_URL was not given: follow the real listen address
+
+	// protections is all on. No variable or flag sets it: only the failure lab's runner
+	// (lab.go) builds a stack with one protection off.
+	protections payments.Protections
 }
 
 // loadConfig reads the environment through getenv, then flags from args.

@@ -34,20 +34,26 @@ func mountRoutes(e *echo.Echo, cfg Config, db *gorm.DB, registry *prometheus.Reg
 	effects := models.NewSideEffectStore(db)
 	journal := models.NewJournalStore(db, logger)
 	withJournal := handlers.WithJournal(journal)
+	protect := cfg.protections // all on, except in a failure-lab stack
+	if protect.Off != "" {
+		logger.Warn("FAILURE LAB STACK: a protection is OFF; this shop double-charges on purpose. Never run it for real customers.",
+			"protection_off", string(protect.Off))
+	}
+	withProtections := handlers.WithProtections(protect)
 	keyMetrics := handlers.NewIdempotencyMetrics(registry)
 	gateway := payments.NewGatewayClient(cfg.GatewayURL, cfg.GatewayTimeout)
 	cards := handlers.NewCardFingerprint(cfg.WebhookSecret)
 
 	service := &payments.Service{
 		DB: db, Gateway: gateway, Render: handlers.RenderOperation,
-		Crash: payments.Crasher(cfg.CrashAt), Journal: journal, Logger: logger,
+		Crash: payments.Crasher(cfg.CrashAt), Journal: journal, Logger: logger, Protections: protect,
 	}
 	completer := &payments.Completer{Keys: keys, Service: service, Lease: cfg.IdempotencyLease, Logger: logger}
 	reaper := &payments.Reaper{Store: keys, Retention: cfg.IdempotencyRetention, Logger: logger}
 
 	workers := river.NewWorkers()
-	river.AddWorker(workers, &payments.ReceiptWorker{Orders: orders, Effects: effects, Journal: journal})
-	river.AddWorker(workers, &payments.ShipmentWorker{Orders: orders, Effects: effects, Journal: journal})
+	river.AddWorker(workers, &payments.ReceiptWorker{Orders: orders, Effects: effects, Journal: journal, Protections: protect})
+	river.AddWorker(workers, &payments.ShipmentWorker{Orders: orders, Effects: effects, Journal: journal, Protections: protect})
 	river.AddWorker(workers, &payments.ReaperWorker{Reaper: reaper})
 	periodic := []*river.PeriodicJob{
 		river.NewPeriodicJob(river.PeriodicInterval(reapInterval(cfg.IdempotencyRetention)),
@@ -59,6 +65,7 @@ func mountRoutes(e *echo.Echo, cfg Config, db *gorm.DB, registry *prometheus.Reg
 	if err != nil {
 		return nil, err
 	}
+	jobs.Protections = protect
 	service.Outbox = jobs
 	verifier, err := payments.NewWebhookVerifier(cfg.WebhookSecret)
 	if err != nil {
@@ -67,22 +74,22 @@ func mountRoutes(e *echo.Echo, cfg Config, db *gorm.DB, registry *prometheus.Reg
 
 	e.StaticFS("/static", static.FS)
 	(&handlers.Ops{Ping: func(ctx context.Context) error { return models.Ping(ctx, db) }, Registry: registry}).Routes(e)
-	(&handlers.Webhooks{Verifier: verifier, Processor: &payments.WebhookProcessor{DB: db, Outbox: jobs, Journal: journal, Logger: logger}}).Routes(e)
+	(&handlers.Webhooks{Verifier: verifier, Processor: &payments.WebhookProcessor{DB: db, Outbox: jobs, Journal: journal, Logger: logger, Protections: protect}}).Routes(e)
 
 	(&handlers.Storefront{Tenants: tenants, Products: products, Carts: models.NewCartStore(db), Orders: orders,
 		Payments: service, Keys: keys, Journal: journal,
-		CheckoutIdempotent: handlers.Idempotent(keys, cfg.IdempotencyLease, cards.CheckoutFingerprint, keyMetrics, withJournal),
-		PayIdempotent:      handlers.Idempotent(keys, cfg.IdempotencyLease, cards.PaymentFingerprint, keyMetrics, withJournal),
+		CheckoutIdempotent: handlers.Idempotent(keys, cfg.IdempotencyLease, cards.CheckoutFingerprint, keyMetrics, withJournal, withProtections),
+		PayIdempotent:      handlers.Idempotent(keys, cfg.IdempotencyLease, cards.PaymentFingerprint, keyMetrics, withJournal, withProtections),
 	}).Routes(e)
 
 	api := e.Group("/api/v1", handlers.APIKeyAuth(tenants))
 	(&handlers.CatalogAPI{Products: products}).Routes(api)
 	(&handlers.OrdersAPI{Orders: orders,
-		Idempotent: handlers.Idempotent(keys, cfg.IdempotencyLease, handlers.OrderFingerprint, keyMetrics, withJournal),
+		Idempotent: handlers.Idempotent(keys, cfg.IdempotencyLease, handlers.OrderFingerprint, keyMetrics, withJournal, withProtections),
 	}).Routes(api)
 	(&handlers.PaymentsAPI{Ops: service,
-		CheckoutIdempotent: handlers.Idempotent(keys, cfg.IdempotencyLease, cards.CheckoutFingerprint, keyMetrics, withJournal),
-		PaymentIdempotent:  handlers.Idempotent(keys, cfg.IdempotencyLease, cards.PaymentFingerprint, keyMetrics, withJournal),
+		CheckoutIdempotent: handlers.Idempotent(keys, cfg.IdempotencyLease, cards.CheckoutFingerprint, keyMetrics, withJournal, withProtections),
+		PaymentIdempotent:  handlers.Idempotent(keys, cfg.IdempotencyLease, cards.PaymentFingerprint, keyMetrics, withJournal, withProtections),
 	}).Routes(api)
 	reconciler := &payments.Reconciler{DB: db, Gateway: gateway,
 		Grace: 2*cfg.IdempotencyLease + cfg.CompleterInterval + 2*cfg.GatewayTimeout}
