@@ -3,6 +3,9 @@
 //
 //	go run ./cmd/shop            serve (migrates and seeds demo data first)
 //	go run ./cmd/shop migrate    apply database migrations and exit
+//	go run ./cmd/shop lab list   the failure lab's scenarios
+//	go run ./cmd/shop lab run [--json] [--database-url URL] [scenario …]
+//	                             run scenarios with protection on and off (see lab.go)
 package main
 
 import (
@@ -44,10 +47,19 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if len(args) > 0 && (args[0] == "serve" || args[0] == "migrate") {
 		command, args = args[0], args[1:]
 	}
+	if len(args) > 0 && args[0] == "lab" {
+		return runLab(ctx, args[1:], stdout)
+	}
 	cfg, err := loadConfig(args, getenv, stdout)
 	if err != nil {
 		return err
 	}
+	return start(ctx, command, cfg, stdout)
+}
+
+// start opens and migrates the database, then runs command ("serve" or "migrate") with cfg.
+// The failure lab calls it too, with a cfg whose protections it set.
+func start(ctx context.Context, command string, cfg Config, stdout io.Writer) error {
 	logger := newLogger(stdout, cfg.LogLevel)
 
 	db, err := models.Open(ctx, cfg.DatabaseURL, cfg.DataDir, "shop.db")

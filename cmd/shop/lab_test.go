@@ -1,0 +1,74 @@
+package main
+
+import (
+	"context"
+	"io"
+	"testing"
+
+	"checkoutlab/models"
+	"checkoutlab/models/modelstest"
+	"checkoutlab/payments/lab"
+)
+
+// TestLab runs every scenario of the failure lab both ways, on each database, one after the
+// other: with every protection on, every invariant must hold; with the scenario's protection
+// off, its invariant must break (or, for a boundary scenario, still hold). Each run is a fresh
+// stack started through start(), the wiring `go run ./cmd/shop` uses.
+func TestLab(t *testing.T) {
+	for _, dialect := range []string{models.SQLite, models.Postgres} {
+		t.Run(dialect, func(t *testing.T) {
+			for _, s := range lab.Scenarios {
+				for _, mode := range []lab.Mode{lab.Protected, lab.Unprotected} {
+					t.Run(s.Name+"/"+string(mode), func(t *testing.T) {
+						url := modelstest.MustDatabaseURL(t, dialect)
+						r := runScenario(context.Background(), s, mode, url, io.Discard)
+						if !r.OK {
+							t.Errorf("got verdict %q, want ok; invariants %+v", r.Verdict, r.Checks)
+						}
+						if r.Err == "" && s.PaidOrders+len(s.Steps) > 0 && len(r.Timeline) == 0 {
+							t.Errorf("got an empty timeline, want the journal of the run's orders")
+						}
+					})
+				}
+			}
+		})
+	}
+}
+
+// TestProductionHasEveryProtection: no variable or flag can turn a protection off.
+func TestProductionHasEveryProtection(t *testing.T) {
+	env := map[string]string{"PROTECTIONS": "off", "LAB_SWITCH": "server_idempotency"}
+	cfg, err := loadConfig(nil, func(k string) string { return env[k] }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.protections.Off != "" {
+		t.Errorf("got protection %q off, want every protection on", cfg.protections.Off)
+	}
+}
+
+// TestJudge: a verdict is ok only when the run proves what the scenario claims.
+func TestJudge(t *testing.T) {
+	s, _ := lab.Find("double_click")
+	broken := []lab.Check{{Invariant: lab.OrdersPerKey, Holds: false}}
+	held := []lab.Check{{Invariant: lab.OrdersPerKey, Holds: true}}
+	for _, c := range []struct {
+		name   string
+		mode   lab.Mode
+		checks []lab.Check
+		want   bool
+	}{
+		{"ProtectedHolds", lab.Protected, held, true},
+		{"ProtectedBreaks", lab.Protected, broken, false},
+		{"UnprotectedReproduces", lab.Unprotected, broken, true},
+		{"UnprotectedDoesNotReproduce", lab.Unprotected, held, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := lab.Result{Mode: c.mode, Checks: c.checks}
+			lab.Judge(s, &r)
+			if r.OK != c.want {
+				t.Errorf("got ok=%v (%s), want %v", r.OK, r.Verdict, c.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,302 @@
+// Package lab is the failure lab's catalogue: scenarios as data, the invariants a run is
+// judged by, and the verdict. A scenario is run twice by a runner (cmd/shop's lab.go): once
+// with every protection on, where every invariant must hold, and once with the one protection
+// it is about turned off, where the invariant it is about must break. The second run proves
+// that the switch really removes the mechanism, in the same code path: it is not a simulation.
+package lab
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"checkoutlab/payments"
+)
+
+// Invariants, each checked from the gateway's ledger (where money moved) and the shop's
+// database after the run's background work has settled.
+const (
+	// ChargesPerOrder: no order has more than one succeeded charge at the gateway.
+	ChargesPerOrder = "charges_per_order"
+	// OrdersPerKey: the answers under one idempotency key (of one tenant) name one order.
+	OrdersPerKey = "orders_per_key"
+	// PaidOrders: the shop ends with exactly the paid orders the customers meant to buy.
+	PaidOrders = "paid_orders"
+	// ReceiptsPerPaidOrder: every paid order has exactly one receipt in the mailbox.
+	ReceiptsPerPaidOrder = "receipts_per_paid_order"
+	// StatusMatchesGateway: no payment whose charge succeeded at the gateway shows another
+	// status (a status that moved back, or never moved).
+	StatusMatchesGateway = "status_matches_gateway"
+)
+
+// Invariants lists them in the order a report shows them.
+var Invariants = []string{ChargesPerOrder, OrdersPerKey, PaidOrders, ReceiptsPerPaidOrder, StatusMatchesGateway}
+
+// Scenario is one failure, told and runnable.
+type Scenario struct {
+	Name      string // the CLI's name for it
+	Title     string
+	RealLife  string // what happens in real life
+	Mechanism string // what stops it
+	// Switch is the protection the unprotected run turns off.
+	Switch payments.Switch
+	// Breaks is the invariant the unprotected run must break. "" for a boundary scenario
+	// whose outcome must be right both ways (e.g. a new purchase must go through).
+	Breaks string
+	// PaidOrders is how many orders the customers meant to buy and pay.
+	PaidOrders int
+	Links      []string // code and docs, relative to the repository root
+	Steps      []Step
+}
+
+// Step is one thing the lab's client or the trainer does. Exactly one field is set.
+type Step struct {
+	Fault    map[string]any // arm a gateway fault (POST /_control/faults)
+	Checkout *Checkout      // POST /api/v1/checkout
+	Wait     time.Duration
+}
+
+// Checkout is a one-step checkout sent by the lab's client.
+type Checkout struct {
+	Tenant string // "acme" unless set
+	Key    string // the Idempotency-Key
+	Card   string // 4242 4242 4242 4242 unless set
+	Cart   string // "" two camp mugs; "compass" one brass compass; "beans" globex's espresso beans
+	Copies int    // identical requests sent at once; 0 means 1
+	// Retry makes the client retry a 5xx, a lost answer or a 409 in progress until it gets a
+	// final answer, with the same key: unless the client_same_key switch is off, when it
+	// makes a new key per retry.
+	Retry bool
+}
+
+const (
+	cardOK            = "4242424242424242"
+	cardCommitDrop    = "4000000000000119" // charged, then the connection drops
+	cardDuplicateHook = "4000000000000770" // every webhook delivered three times
+	cardReorderHooks  = "4000000000000788" // charge.succeeded delivered before charge.pending
+	cardDeclined      = "4000000000000002"
+)
+
+func fault(name string, params ...any) Step {
+	f := map[string]any{"fault": name}
+	for i := 0; i+1 < len(params); i += 2 {
+		f[params[i].(string)] = params[i+1]
+	}
+	return Step{Fault: f}
+}
+
+func checkout(c Checkout) Step { return Step{Checkout: &c} }
+
+// Scenarios is the catalogue, in teaching order.
+var Scenarios = []Scenario{
+	{
+		Name: "double_click", Title: "Double click on Pay",
+		RealLife:  "The customer clicks Pay twice; the browser sends two identical requests with the same key, a few milliseconds apart.",
+		Mechanism: "Server-side idempotency: the second request finds the key (in progress: 409, retry; completed: the stored answer replayed) and never runs the operation.",
+		Switch:    payments.SwitchServerIdempotency, Breaks: OrdersPerKey, PaidOrders: 1,
+		Links: []string{"handlers/idempotency.go", "models/idempotency.go", "docs/idempotency.md"},
+		Steps: []Step{checkout(Checkout{Key: "double-click", Copies: 2, Retry: true})},
+	},
+	{
+		Name: "twenty_concurrent", Title: "Twenty concurrent requests on one key",
+		RealLife:  "A retrying client, a proxy and an impatient customer send the same checkout twenty times at once.",
+		Mechanism: "An atomic reservation: one INSERT … ON CONFLICT DO NOTHING with an in-progress state; exactly one request owns the key, the others get 409 and later the stored answer.",
+		Switch:    payments.SwitchAtomicReservation, Breaks: PaidOrders, PaidOrders: 1,
+		Links: []string{"models/idempotency.go", "docs/idempotency.md"},
+		Steps: []Step{checkout(Checkout{Key: "twenty", Copies: 20, Retry: true})},
+	},
+	{
+		Name: "lost_response", Title: "Lost response after the charge",
+		RealLife:  "The gateway charges the card, then the connection drops before its answer reaches the shop. The shop cannot tell a charge from no charge; the client retries.",
+		Mechanism: "The gateway key is derived from the payment (<payment id>:charge) and recorded before the call; a resumed attempt asks the gateway what happened under it and charges only if nothing is there.",
+		Switch:    payments.SwitchDerivedGatewayKey, Breaks: ChargesPerOrder, PaidOrders: 1,
+		Links: []string{"payments/operations.go", "models/payments.go", "docs/failure-modes.md"},
+		Steps: []Step{
+			fault("webhook_delay", "delay_ms", 2000), // the retry comes before the webhook
+			checkout(Checkout{Key: "lost-response", Card: cardCommitDrop, Retry: true}),
+		},
+	},
+	{
+		Name: "timeout_after_charge", Title: "Timeout after the charge",
+		RealLife:  "The gateway commits the charge but answers after the shop's timeout. The shop gives up waiting, the client retries.",
+		Mechanism: "The same derived gateway key: the retry's lookup finds the charge and records it; the gateway would also replay it under that key.",
+		Switch:    payments.SwitchDerivedGatewayKey, Breaks: ChargesPerOrder, PaidOrders: 1,
+		Links: []string{"payments/operations.go", "payments/gateway.go", "docs/failure-modes.md"},
+		Steps: []Step{
+			fault("commit_then_delay", "delay_ms", 1500), // longer than the lab's 1s gateway timeout
+			fault("webhook_delay", "delay_ms", 2000),
+			checkout(Checkout{Key: "timeout", Retry: true}),
+		},
+	},
+	{
+		Name: "same_key_different_cart", Title: "Same key, different cart",
+		RealLife:  "A buggy client reuses its idempotency key for a new, different cart.",
+		Mechanism: "The key's fingerprint: a request whose significant parameters differ is refused with 422 idempotency_key_reuse and runs nothing.",
+		Switch:    payments.SwitchServerIdempotency, Breaks: OrdersPerKey, PaidOrders: 1,
+		Links: []string{"handlers/fingerprint.go", "handlers/idempotency.go", "docs/idempotency.md"},
+		Steps: []Step{
+			checkout(Checkout{Key: "reused", Retry: true}),
+			checkout(Checkout{Key: "reused", Cart: "compass", Retry: true}),
+		},
+	},
+	{
+		Name: "duplicate_webhook", Title: "Duplicate webhook",
+		RealLife:  "The gateway delivers charge.succeeded three times (at-least-once delivery).",
+		Mechanism: "Webhook dedupe: the event id is recorded in the transaction that applies it; side effects are enqueued only by the writer that moved the payment, and the mailbox dedupes by order.",
+		Switch:    payments.SwitchWebhookDedupe, Breaks: ReceiptsPerPaidOrder, PaidOrders: 1,
+		Links: []string{"payments/webhooks.go", "payments/side_effects.go", "models/side_effects.go"},
+		Steps: []Step{checkout(Checkout{Key: "dup-webhook", Card: cardDuplicateHook, Retry: true})},
+	},
+	{
+		Name: "out_of_order_webhooks", Title: "Out-of-order webhooks",
+		RealLife:  "charge.succeeded arrives before charge.pending, which comes late.",
+		Mechanism: "Monotonic status: every settle is a conditional UPDATE from allowed predecessors only, so a late event cannot move a paid order back.",
+		Switch:    payments.SwitchMonotonicStatus, Breaks: StatusMatchesGateway, PaidOrders: 1,
+		Links: []string{"models/payments.go", "payments/webhooks.go", "docs/failure-modes.md"},
+		Steps: []Step{
+			fault("webhook_delay", "delay_ms", 500), // both events arrive after the answer
+			checkout(Checkout{Key: "reordered", Card: cardReorderHooks, Retry: true}),
+		},
+	},
+	{
+		Name: "client_new_key_per_retry", Title: "Client makes a new key per retry",
+		RealLife:  "The answer is lost after the charge; the client retries, but generates a fresh Idempotency-Key for the retry.",
+		Mechanism: "The client's half of the contract: one key per operation, sent again on every retry. With a new key the server rightly sees a new purchase.",
+		Switch:    payments.SwitchClientSameKey, Breaks: PaidOrders, PaidOrders: 1,
+		Links: []string{"docs/idempotency.md", "docs/api.md"},
+		Steps: []Step{
+			fault("commit_then_drop"),
+			fault("webhook_delay", "delay_ms", 2000),
+			checkout(Checkout{Key: "client-retry", Retry: true}),
+		},
+	},
+	{
+		Name: "new_purchase", Title: "A new purchase of the same items",
+		RealLife:  "The customer really wants a second set of mugs and checks out again, with a new key.",
+		Mechanism: "Nothing must stop it: deduplication is by key, never by content. Two orders, two charges, protected or not.",
+		Switch:    payments.SwitchServerIdempotency, Breaks: "", PaidOrders: 2,
+		Links: []string{"docs/idempotency.md"},
+		Steps: []Step{
+			checkout(Checkout{Key: "purchase-1", Retry: true}),
+			checkout(Checkout{Key: "purchase-2", Retry: true}),
+		},
+	},
+	{
+		Name: "other_tenant_same_key", Title: "The same key from another tenant",
+		RealLife:  "Two merchants' clients happen to send the same Idempotency-Key string.",
+		Mechanism: "Keys are scoped to the tenant (UNIQUE (tenant_id, key)): two separate operations, neither sees the other's answer.",
+		Switch:    payments.SwitchServerIdempotency, Breaks: "", PaidOrders: 2,
+		Links: []string{"models/idempotency.go", "migrations/shop/postgres/00002_idempotency_keys.sql"},
+		Steps: []Step{
+			checkout(Checkout{Key: "shared-key", Retry: true}),
+			checkout(Checkout{Tenant: "globex", Key: "shared-key", Cart: "beans", Retry: true}),
+		},
+	},
+	{
+		Name: "gateway_5xx_before_charge", Title: "Gateway 5xx before the charge",
+		RealLife:  "The gateway answers 503 before doing anything; the client retries.",
+		Mechanism: "The gateway's promise (503: nothing was processed) and the released key: the retry charges once. Even a fresh gateway key cannot double-charge here — the boundary of that protection.",
+		Switch:    payments.SwitchDerivedGatewayKey, Breaks: "", PaidOrders: 1,
+		Links: []string{"payments/gateway.go", "docs/failure-modes.md"},
+		Steps: []Step{
+			fault("error_before_commit"),
+			checkout(Checkout{Key: "gateway-503", Retry: true}),
+		},
+	},
+	{
+		Name: "decline_replayed", Title: "Decline replayed",
+		RealLife:  "The card is declined; the client retries the same request.",
+		Mechanism: "A decline is a business outcome: stored with the key and replayed (402), the card is not tried again. Without server idempotency the retry places a second order and tries the card again; it is declined again, so no money moves, but the customer now has two failed orders.",
+		Switch:    payments.SwitchServerIdempotency, Breaks: OrdersPerKey, PaidOrders: 0,
+		Links: []string{"handlers/idempotency.go", "payments/operations.go"},
+		Steps: []Step{
+			checkout(Checkout{Key: "declined", Card: cardDeclined, Retry: true}),
+			checkout(Checkout{Key: "declined", Card: cardDeclined, Retry: true}),
+		},
+	},
+}
+
+// Find returns the scenario called name.
+func Find(name string) (Scenario, bool) {
+	for _, s := range Scenarios {
+		if s.Name == name {
+			return s, true
+		}
+	}
+	return Scenario{}, false
+}
+
+// Mode says how a scenario is run.
+type Mode string
+
+const (
+	Protected   Mode = "protected"   // every protection on
+	Unprotected Mode = "unprotected" // the scenario's Switch off
+)
+
+// Check is one invariant's outcome, with the numbers behind it.
+type Check struct {
+	Invariant string `json:"invariant"`
+	Holds     bool   `json:"holds"`
+	Detail    string `json:"detail"` // e.g. "max 2 succeeded charges for one order (want ≤ 1)"
+}
+
+// Row is one line of the timeline: the journal of the run's orders.
+type Row struct {
+	At     time.Time `json:"at"`
+	Actor  string    `json:"actor"`
+	Kind   string    `json:"kind"`
+	Key    string    `json:"idempotency_key,omitempty"`
+	Order  string    `json:"order_id,omitempty"`
+	Detail string    `json:"detail"`
+}
+
+// Result is one run of one scenario.
+type Result struct {
+	Scenario string          `json:"scenario"`
+	Mode     Mode            `json:"mode"`
+	Off      payments.Switch `json:"protection_off,omitempty"`
+	Database string          `json:"database"`
+	Checks   []Check         `json:"invariants"`
+	Timeline []Row           `json:"timeline"`
+	OK       bool            `json:"ok"`
+	Verdict  string          `json:"verdict"`
+	Err      string          `json:"error,omitempty"` // the run itself failed
+	Took     time.Duration   `json:"took_ns"`
+}
+
+// Judge sets the verdict of r for s: a protected run must hold every invariant; an
+// unprotected run must break s.Breaks (or, for a boundary scenario, hold every invariant).
+func Judge(s Scenario, r *Result) {
+	var broken []string
+	for _, c := range r.Checks {
+		if !c.Holds {
+			broken = append(broken, c.Invariant)
+		}
+	}
+	switch {
+	case r.Err != "":
+		r.OK, r.Verdict = false, "the run failed: "+r.Err
+	case r.Mode == Protected && len(broken) == 0:
+		r.OK, r.Verdict = true, "prevented: every invariant holds"
+	case r.Mode == Protected:
+		r.OK, r.Verdict = false, "BUG: a protected run broke "+strings.Join(broken, ", ")
+	case s.Breaks == "" && len(broken) == 0:
+		r.OK, r.Verdict = true, fmt.Sprintf("holds without %s too: this is the protection's boundary", s.Switch)
+	case s.Breaks == "":
+		r.OK, r.Verdict = false, "unexpected: broke "+strings.Join(broken, ", ")+" without "+string(s.Switch)
+	case contains(broken, s.Breaks):
+		r.OK, r.Verdict = true, fmt.Sprintf("reproduced: without %s, %s breaks", s.Switch, s.Breaks)
+	default:
+		r.OK, r.Verdict = false, fmt.Sprintf("NOT reproduced: %s held without %s", s.Breaks, s.Switch)
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
