@@ -159,7 +159,7 @@ func runScenario(ctx context.Context, s lab.Scenario, mode lab.Mode, databaseURL
 			return err
 		}
 		defer st.stop()
-		client.shop, client.apiKeys = st.shop, st.apiKeys
+		client.shop, client.apiKeys, client.http = st.shop, st.apiKeys, st.http
 		client.runID = models.NewID("run")
 		client.answers = map[string]map[string]bool{}
 		since := time.Now().UTC().Add(-time.Millisecond)
@@ -185,7 +185,10 @@ type labStack struct {
 	shop, gateway string
 	apiKeys       map[string]string
 	db            *gorm.DB // a second handle on the shop's database, to check what it holds
-	stop          func()
+	// http is the lab's own HTTP client. Its idle connections are closed before the stack
+	// stops: a connection dialled but never used would hold the shop's shutdown for 5s.
+	http *http.Client
+	stop func()
 }
 
 func startLabStack(ctx context.Context, databaseURL string, p payments.Protections, logw io.Writer) (*labStack, error) {
@@ -212,7 +215,8 @@ func startLabStack(ctx context.Context, databaseURL string, p payments.Protectio
 		pw.CloseWithError(io.EOF)
 		done <- err
 	}()
-	st := &labStack{apiKeys: cfg.APIKeys}
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	st := &labStack{apiKeys: cfg.APIKeys, http: &http.Client{Transport: transport, Timeout: 30 * time.Second}}
 	ready := make(chan struct{})
 	go func() {
 		sc := bufio.NewScanner(pr)
@@ -232,13 +236,14 @@ func startLabStack(ctx context.Context, databaseURL string, p payments.Protectio
 		io.Copy(io.Discard, pr)
 	}()
 	st.stop = func() {
+		if st.db != nil {
+			models.Close(st.db)
+		}
+		transport.CloseIdleConnections()
 		cancel()
 		select {
 		case <-done:
 		case <-time.After(15 * time.Second):
-		}
-		if st.db != nil {
-			models.Close(st.db)
 		}
 		os.RemoveAll(dir)
 	}
@@ -263,6 +268,7 @@ func startLabStack(ctx context.Context, databaseURL string, p payments.Protectio
 type labClient struct {
 	shop    string
 	apiKeys map[string]string
+	http    *http.Client
 	runID   string // prefixes every key, so runs on one database never share keys
 	sameKey bool
 
@@ -274,7 +280,7 @@ func (c *labClient) play(ctx context.Context, st *labStack, step lab.Step) error
 	switch {
 	case step.Fault != nil:
 		b, _ := json.Marshal(step.Fault)
-		res, err := http.Post(st.gateway+"/_control/faults", "application/json", bytes.NewReader(b))
+		res, err := c.http.Post(st.gateway+"/_control/faults", "application/json", bytes.NewReader(b))
 		if err != nil {
 			return fmt.Errorf("arm fault: %w", err)
 		}
@@ -333,7 +339,7 @@ func (c *labClient) post(ctx context.Context, tenant, key string, body []byte) (
 	req.Header.Set("Authorization", "Bearer "+c.apiKeys[tenant])
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", key)
-	res, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
+	res, err := c.http.Do(req)
 	if err != nil {
 		return 0, nil, err // a lost answer, for the client
 	}
@@ -394,7 +400,7 @@ func (st *labStack) settle(ctx context.Context, since time.Time) {
 			Deliveries []struct{ Status string } `json:"deliveries"`
 		}
 		pending := 0
-		if err := getJSON(st.gateway+"/_control/deliveries", &d); err == nil {
+		if err := getJSON(st.http, st.gateway+"/_control/deliveries", &d); err == nil {
 			for _, x := range d.Deliveries {
 				if x.Status == "pending" {
 					pending++
@@ -425,7 +431,7 @@ type labCharge struct {
 // their journal as the timeline.
 func (st *labStack) evaluate(ctx context.Context, s lab.Scenario, since time.Time, answers map[string]map[string]bool) ([]lab.Check, []lab.Row, error) {
 	var ledger struct{ Charges []labCharge }
-	if err := getJSON(st.gateway+"/_control/ledger", &ledger); err != nil {
+	if err := getJSON(st.http, st.gateway+"/_control/ledger", &ledger); err != nil {
 		return nil, nil, fmt.Errorf("read the gateway ledger: %w", err)
 	}
 	var orders []models.Order
@@ -523,8 +529,8 @@ func statusDetail(behind []string) string {
 	return fmt.Sprintf("%d payment(s) charged at the gateway show %s (want succeeded)", len(behind), strings.Join(behind, ", "))
 }
 
-func getJSON(url string, v any) error {
-	res, err := (&http.Client{Timeout: 10 * time.Second}).Get(url)
+func getJSON(client *http.Client, url string, v any) error {
+	res, err := client.Get(url)
 	if err != nil {
 		return err
 	}
