@@ -69,9 +69,10 @@ func (w *ReceiptWorker) Work(ctx context.Context, job *river.Job[ReceiptArgs]) e
 	if err != nil {
 		return fmt.Errorf("receipt for %s: %w", job.Args.OrderID, err)
 	}
-	dedupe := &[]string{"receipt:" + o.ID}[0]
-	if !w.Protections.On(SwitchWebhookDedupe) {
-		dedupe = nil // LAB ONLY: a second run writes a second message
+	var dedupe *string // LAB ONLY: without webhook_dedupe, none, so a second run writes a second message
+	if w.Protections.On(SwitchWebhookDedupe) {
+		key := "receipt:" + o.ID
+		dedupe = &key
 	}
 	written, err := w.Effects.DeliverReceipt(ctx, &models.MailboxMessage{
 		TenantID: o.TenantID, OrderID: o.ID, ToAddress: o.Email, DedupeKey: dedupe,
@@ -122,9 +123,10 @@ func (w *ShipmentWorker) Work(ctx context.Context, job *river.Job[ShipmentArgs])
 	if err != nil {
 		return fmt.Errorf("shipment for %s: %w", job.Args.OrderID, err)
 	}
-	dedupe := &[]string{"shipment:" + o.ID}[0]
-	if !w.Protections.On(SwitchWebhookDedupe) {
-		dedupe = nil // LAB ONLY: a second run requests a second shipment
+	var dedupe *string // LAB ONLY: without webhook_dedupe, none, so a second run requests a second shipment
+	if w.Protections.On(SwitchWebhookDedupe) {
+		key := "shipment:" + o.ID
+		dedupe = &key
 	}
 	written, err := w.Effects.RequestShipment(ctx, &models.Shipment{TenantID: o.TenantID, OrderID: o.ID, DedupeKey: dedupe})
 	if err != nil {
