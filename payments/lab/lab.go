@@ -277,6 +277,8 @@ func Judge(s Scenario, r *Result) {
 	switch {
 	case r.Err != "":
 		r.OK, r.Verdict = false, "the run failed: "+r.Err
+	case r.Mode == Protected && len(broken) == 0 && s.Breaks == "":
+		r.OK, r.Verdict = true, "as it should be: every invariant holds"
 	case r.Mode == Protected && len(broken) == 0:
 		r.OK, r.Verdict = true, "prevented: every invariant holds"
 	case r.Mode == Protected:
