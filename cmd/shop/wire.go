@@ -95,6 +95,7 @@ func mountRoutes(e *echo.Echo, cfg Config, db *gorm.DB, registry *prometheus.Reg
 		Grace: 2*cfg.IdempotencyLease + cfg.CompleterInterval + 2*cfg.GatewayTimeout}
 	(&handlers.ReconciliationAPI{Reconciler: reconciler}).Routes(api)
 	(&handlers.OpsPages{Mailbox: effects, Reconciler: reconciler, Tenants: tenants}).Routes(e)
+	(&handlers.LabPages{Runner: labWeb{}, GatewayURL: cfg.GatewayURL}).Routes(e)
 	return &background{jobs: jobs, completer: completer, journal: journal}, nil
 }
 

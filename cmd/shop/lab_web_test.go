@@ -1,0 +1,66 @@
+package main
+
+import (
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/PuerkitoBio/goquery"
+
+	"checkoutlab/models"
+	"checkoutlab/payments/lab"
+)
+
+// TestLabPage runs the lost-response scenario from the browser against the real program:
+// with the protection off the double charge is reproduced, with it on it is prevented, and
+// each result page draws the run's journal.
+func TestLabPage(t *testing.T) {
+	st := MustStartShop(t, models.SQLite, fastEnv)
+	jar, _ := cookiejar.New(nil)
+	client := &http.Client{Jar: jar}
+	page := func(res *http.Response, err error) *goquery.Document {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		if res.StatusCode != http.StatusOK {
+			t.Fatalf("%s %s: got %d, want 200", res.Request.Method, res.Request.URL, res.StatusCode)
+		}
+		doc, err := goquery.NewDocumentFromReader(res.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return doc
+	}
+	cat := page(client.Get(st.Shop + "/lab"))
+	card := cat.Find(`[data-testid="lab-scenario"][data-scenario="lost_response"]`)
+	if card.Length() != 1 {
+		t.Fatal("the catalogue has no lost_response scenario")
+	}
+	csrf := card.Find(`input[name=_csrf]`).First().AttrOr("value", "")
+	if cat.Find(`[data-testid="lab-scenario"]`).Length() != len(lab.Scenarios) || csrf == "" {
+		t.Fatalf("got %d scenarios and csrf %q, want every scenario and a token", cat.Find(`[data-testid="lab-scenario"]`).Length(), csrf)
+	}
+	for _, tc := range []struct{ mode, verdict string }{
+		{"unprotected", "reproduced"},
+		{"protected", "prevented"},
+	} {
+		doc := page(client.PostForm(st.Shop+"/lab/lost_response/run", url.Values{"_csrf": {csrf}, "mode": {tc.mode}}))
+		verdict := doc.Find(`[data-testid="lab-verdict"]`)
+		if !strings.HasPrefix(verdict.Text(), tc.verdict) || verdict.AttrOr("data-ok", "") != "true" {
+			t.Errorf("%s: got verdict %q, want %q…", tc.mode, verdict.Text(), tc.verdict)
+		}
+		if n := doc.Find(`svg [data-testid="lab-timeline-event"]`).Length(); n == 0 {
+			t.Errorf("%s: the timeline has no event", tc.mode)
+		}
+		if n := doc.Find(`[data-testid="lab-check"]`).Length(); n == 0 {
+			t.Errorf("%s: no invariant rows", tc.mode)
+		}
+		if tok := doc.Find(`input[name=_csrf]`).First().AttrOr("value", ""); tok != "" {
+			csrf = tok
+		}
+	}
+}
