@@ -150,11 +150,11 @@ func (h *LabPages) result(c echo.Context) error {
 // Diagram geometry, in SVG user units: sized to stay legible when projected.
 const (
 	labTimeW   = 90  // the time column
-	labLaneW   = 130 // one actor's lane
-	labTextW   = 560 // the kind and detail column, right of the lanes
+	labLaneW   = 110 // one actor's lane
+	labTextW   = 520 // the kind and detail column, right of the lanes
 	labHeadH   = 48  // the lane labels
 	labRowH    = 30  // one journal event
-	labDetailN = 80  // characters of detail shown in the diagram (the table has all)
+	labDetailN = 50  // characters of detail shown in the diagram (the table has all)
 )
 
 // LabTimeline turns a run's journal into the sequence diagram's view model and the rows of
