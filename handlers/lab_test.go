@@ -183,10 +183,16 @@ func TestLabRunOneAtATime(t *testing.T) {
 	first, second := MustBrowser(t, srv), MustBrowser(t, srv)
 	first.MustGet(t, "/lab", http.StatusOK)
 	second.MustGet(t, "/lab", http.StatusOK)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		first.MustPost(t, "/lab/lost_response/run", url.Values{"mode": {"protected"}}, http.StatusSeeOther)
+	status := make(chan int, 1)
+	go func() { // no t.Fatal off the test's goroutine: the status goes back on a channel
+		form := url.Values{"mode": {"protected"}, "_csrf": {first.csrf}}
+		resp, err := first.client.PostForm(srv.URL+"/lab/lost_response/run", form)
+		if err != nil {
+			status <- 0
+			return
+		}
+		resp.Body.Close()
+		status <- resp.StatusCode
 	}()
 	for {
 		runner.mu.Lock()
@@ -202,5 +208,7 @@ func TestLabRunOneAtATime(t *testing.T) {
 		t.Error("want the run-in-progress page")
 	}
 	close(runner.hold)
-	<-done
+	if got := <-status; got != http.StatusSeeOther {
+		t.Errorf("the first run: got %d, want 303", got)
+	}
 }
