@@ -6,8 +6,10 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/PuerkitoBio/goquery"
+	"github.com/chromedp/chromedp"
 
 	"checkoutlab/models"
 	"checkoutlab/payments/lab"
@@ -61,6 +63,34 @@ func TestLabPage(t *testing.T) {
 		}
 		if tok := doc.Find(`input[name=_csrf]`).First().AttrOr("value", ""); tok != "" {
 			csrf = tok
+		}
+	}
+}
+
+// TestBrowserLab clicks the lab's buttons in Chromium: with JavaScript the form is boosted by
+// htmx and says "Running…" until the result page replaces it (its URL pushed); without, it is
+// a plain POST and redirect.
+func TestBrowserLab(t *testing.T) {
+	browser := MustBrowser(t)
+	st := MustStartShop(t, models.SQLite, fastEnv)
+	card := `[data-testid="lab-scenario"][data-scenario="lost_response"] `
+	for _, tc := range []struct {
+		noJS          bool
+		mode, verdict string
+	}{{false, "unprotected", "reproduced"}, {true, "protected", "prevented"}} {
+		p := MustTab(t, browser, st, tc.noJS)
+		button := chromedp.CSS(card + `form[data-mode="` + tc.mode + `"] button`)
+		p.Do("open the lab", 20*time.Second, chromedp.Navigate(p.url("/lab")), chromedp.WaitVisible(button))
+		p.Do("run "+tc.mode, 10*time.Second, chromedp.Click(button))
+		if !tc.noJS {
+			p.Do("running", 5*time.Second, chromedp.WaitVisible(chromedp.CSS(card+`form[data-mode="`+tc.mode+`"] .lab-running`)))
+		}
+		p.Do("verdict", 60*time.Second, chromedp.WaitVisible(sel("lab-verdict")), chromedp.WaitVisible(sel("lab-timeline-event")))
+		if v := Eval[string](p, `document.querySelector('[data-testid="lab-verdict"]').textContent`); !strings.HasPrefix(v, tc.verdict) {
+			t.Errorf("%s: got verdict %q, want %q…", tc.mode, v, tc.verdict)
+		}
+		if loc := Eval[string](p, `location.pathname`); !strings.HasPrefix(loc, "/lab/runs/") {
+			t.Errorf("%s: got location %q, want /lab/runs/…", tc.mode, loc)
 		}
 	}
 }
