@@ -17,6 +17,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"sort"
@@ -160,6 +161,7 @@ func runScenario(ctx context.Context, s lab.Scenario, mode lab.Mode, databaseURL
 		}
 		defer st.stop()
 		client.shop, client.apiKeys, client.http = st.shop, st.apiKeys, st.http
+		client.journal = models.NewJournalStore(st.db, slog.New(slog.DiscardHandler))
 		client.runID = models.NewID("run")
 		client.answers = map[string]map[string]bool{}
 		since := time.Now().UTC().Add(-time.Millisecond)
@@ -274,6 +276,29 @@ type labClient struct {
 
 	mu      sync.Mutex
 	answers map[string]map[string]bool // tenant/key → order ids the answers named
+
+	// journal records the client's own attempts and the answers it got: the client lane of
+	// the timeline. The shop cannot write those; only the client knows what it sent and saw.
+	journal *models.JournalStore
+}
+
+// record notes a client event under tenant/key, if the client keeps a journal.
+func (c *labClient) record(tenant, key, detail string) {
+	if c.journal != nil {
+		c.journal.Record(context.Background(), models.JournalEvent{TenantID: tenant, IdempotencyKey: key,
+			Actor: models.ActorClient, Kind: "attempt", Detail: detail})
+	}
+}
+
+// answerDetail words what the client got back.
+func answerDetail(status int, answer map[string]any, err error) string {
+	if err != nil {
+		return "no answer: the connection was lost or timed out"
+	}
+	if code, _ := answer["error"].(string); code != "" {
+		return fmt.Sprintf("answer %d %s", status, code)
+	}
+	return fmt.Sprintf("answer %d", status)
 }
 
 func (c *labClient) play(ctx context.Context, st *labStack, step lab.Step) error {
@@ -315,7 +340,9 @@ func (c *labClient) checkout(ctx context.Context, ch lab.Checkout) {
 	body := labCheckoutBody(ch)
 	key := c.runID + "-" + ch.Key
 	for attempt := 1; attempt <= 25 && ctx.Err() == nil; attempt++ {
+		c.record(tenant, key, fmt.Sprintf("sent attempt %d with key %s", attempt, key))
 		status, answer, err := c.post(ctx, tenant, key, body)
+		c.record(tenant, key, answerDetail(status, answer, err))
 		if err == nil && (status < 300 || status == http.StatusPaymentRequired) {
 			c.note(tenant, key, answer)
 		}
