@@ -529,12 +529,17 @@ func (st *labStack) evaluate(ctx context.Context, s lab.Scenario, since time.Tim
 
 	journal := models.NewJournalStore(st.db, nil)
 	var rows []lab.Row
+	seen := map[int64]bool{} // orders sharing a key share that key's events: show each once
 	for _, id := range ids {
 		evs, err := journal.ForOrder(ctx, id)
 		if err != nil {
 			return nil, nil, err
 		}
 		for _, ev := range evs {
+			if seen[ev.ID] {
+				continue
+			}
+			seen[ev.ID] = true
 			rows = append(rows, lab.Row{At: ev.At, Actor: ev.Actor, Kind: ev.Kind, Key: ev.IdempotencyKey, Order: ev.OrderID, Detail: ev.Detail})
 		}
 	}
