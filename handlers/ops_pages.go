@@ -88,12 +88,17 @@ func (h *OpsPages) reconciliation(c echo.Context) error {
 	for _, u := range rep.UnresolvedPayments {
 		unresolved = append(unresolved, fmt.Sprintf("%s (order %s) pending since %s", u.PaymentID, u.OrderID, u.Since.UTC().Format("15:04:05")))
 	}
+	stale := make([]string, 0, len(rep.StaleOperations))
+	for _, o := range rep.StaleOperations {
+		stale = append(stale, fmt.Sprintf("key %q on %s, at %s, untouched since %s", o.Key, o.Endpoint, o.RecoveryPoint, o.Since.UTC().Format("15:04:05")))
+	}
 	vm.Checks = []pages.Check{
 		{Name: "No double charge", Meaning: "every order has at most one succeeded charge at the gateway", Items: doubles},
 		{Name: "No charge without an order", Meaning: "every succeeded charge belongs to an order of ours", Items: rep.ChargesWithoutOrder},
 		{Name: "No paid order without a charge", Meaning: "every paid order has its succeeded charge", Items: rep.PaidOrdersWithoutCharge},
 		{Name: "No duplicate side effect", Meaning: "one receipt and one shipment per paid order", Items: dups},
 		{Name: "No unresolved payment", Meaning: "no payment has stayed unknown longer than a lease and a completer pass", Items: unresolved},
+		{Name: "No stale operation", Meaning: "no idempotency key has stayed in progress, untouched, longer than that", Items: stale},
 	}
 	return render(c, http.StatusOK, pages.Reconciliation(vm))
 }

@@ -287,12 +287,15 @@ func (s *IdempotencyStore) Reap(ctx context.Context, at time.Time, retention tim
 
 // ListStale returns up to limit keys still in progress whose last sign of life (a lease
 // renewal, a release) is older than olderThan: operations whose outcome is unknown and which
-// nobody is working on. The reconciliation report shows them; a completer may resume them.
-func (s *IdempotencyStore) ListStale(ctx context.Context, at time.Time, olderThan time.Duration, limit int) ([]IdempotencyRecord, error) {
+// nobody is working on, of tenantID ("" for every tenant). The reconciliation report shows
+// them, so an unfinished operation is never forgotten silently; a completer may resume them.
+func (s *IdempotencyStore) ListStale(ctx context.Context, tenantID string, at time.Time, olderThan time.Duration, limit int) ([]IdempotencyRecord, error) {
 	var rows []IdempotencyRecord
-	err := s.db.WithContext(ctx).
-		Where("state = ? AND updated_at < ?", KeyInProgress, at.UTC().Add(-olderThan)).
-		Order("updated_at").Limit(limit).Find(&rows).Error
+	q := s.db.WithContext(ctx).Where("state = ? AND updated_at < ?", KeyInProgress, at.UTC().Add(-olderThan))
+	if tenantID != "" {
+		q = q.Where("tenant_id = ?", tenantID)
+	}
+	err := q.Order("updated_at").Limit(limit).Find(&rows).Error
 	if err != nil {
 		return nil, fmt.Errorf("list stale idempotency keys: %w", err)
 	}

@@ -283,7 +283,7 @@ func TestIdempotencyReap(t *testing.T) {
 			}
 		}
 
-		stale, err := s.ListStale(ctx, time.Now(), time.Hour, 10)
+		stale, err := s.ListStale(ctx, "", time.Now(), time.Hour, 10)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -27,6 +27,7 @@ type Report struct {
 	PaidOrdersWithoutCharge []string            `json:"paid_orders_without_charge"`
 	DuplicateSideEffects    []DuplicateEffect   `json:"duplicate_side_effects"`
 	UnresolvedPayments      []UnresolvedPayment `json:"unresolved_payments"`
+	StaleOperations         []StaleOperation    `json:"stale_operations"`
 	GeneratedAt             time.Time           `json:"generated_at"`
 }
 
@@ -51,10 +52,28 @@ type UnresolvedPayment struct {
 	Since     time.Time `json:"since"`
 }
 
+// StaleOperation is an idempotency key still in progress that nobody has touched for longer
+// than the grace period: an operation whose outcome nobody has settled (for example an order
+// request released after a 5xx whose client never came back). It is listed for a person to
+// look at; it is never expired silently.
+type StaleOperation struct {
+	Key           string    `json:"idempotency_key"`
+	Endpoint      string    `json:"endpoint"`
+	RecoveryPoint string    `json:"recovery_point"`
+	OrderID       *string   `json:"order_id"`
+	Since         time.Time `json:"since"`
+}
+
+// StaleLister lists stale idempotency keys. *models.IdempotencyStore is one.
+type StaleLister interface {
+	ListStale(ctx context.Context, tenantID string, at time.Time, olderThan time.Duration, limit int) ([]models.IdempotencyRecord, error)
+}
+
 // Reconciler builds reconciliation reports.
 type Reconciler struct {
 	DB      *gorm.DB
 	Gateway LedgerReader
+	Keys    StaleLister
 	// Grace is how long a payment may stay pending before it counts as unresolved: longer than
 	// a lease plus a completer pass, so work in flight is not reported.
 	Grace time.Duration
@@ -82,7 +101,7 @@ func (r *Reconciler) Report(ctx context.Context, tenantID string) (*Report, erro
 
 	rep := &Report{Orders: len(orders), GeneratedAt: time.Now().UTC(),
 		DoubleChargedOrders: []DoubleCharge{}, ChargesWithoutOrder: []string{}, PaidOrdersWithoutCharge: []string{},
-		DuplicateSideEffects: []DuplicateEffect{}, UnresolvedPayments: []UnresolvedPayment{}}
+		DuplicateSideEffects: []DuplicateEffect{}, UnresolvedPayments: []UnresolvedPayment{}, StaleOperations: []StaleOperation{}}
 	known := map[string]models.Order{}
 	ids := make([]string, 0, len(orders))
 	for _, o := range orders {
@@ -134,6 +153,16 @@ func (r *Reconciler) Report(ctx context.Context, tenantID string) (*Report, erro
 	}
 	for _, p := range pending {
 		rep.UnresolvedPayments = append(rep.UnresolvedPayments, UnresolvedPayment{PaymentID: p.ID, OrderID: p.OrderID, Since: p.UpdatedAt})
+	}
+	if r.Keys != nil {
+		stale, err := r.Keys.ListStale(ctx, tenantID, time.Now(), r.Grace, 100)
+		if err != nil {
+			return nil, err
+		}
+		for _, k := range stale {
+			rep.StaleOperations = append(rep.StaleOperations, StaleOperation{Key: k.Key, Endpoint: k.Endpoint,
+				RecoveryPoint: k.RecoveryPoint, OrderID: k.OrderID, Since: k.UpdatedAt})
+		}
 	}
 	sort.Slice(rep.DoubleChargedOrders, func(i, j int) bool { return rep.DoubleChargedOrders[i].OrderID < rep.DoubleChargedOrders[j].OrderID })
 	sort.Strings(rep.ChargesWithoutOrder)

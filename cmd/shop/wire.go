@@ -91,7 +91,7 @@ func mountRoutes(e *echo.Echo, cfg Config, db *gorm.DB, registry *prometheus.Reg
 		CheckoutIdempotent: handlers.Idempotent(keys, cfg.IdempotencyLease, cards.CheckoutFingerprint, keyMetrics, withJournal, withProtections),
 		PaymentIdempotent:  handlers.Idempotent(keys, cfg.IdempotencyLease, cards.PaymentFingerprint, keyMetrics, withJournal, withProtections),
 	}).Routes(api)
-	reconciler := &payments.Reconciler{DB: db, Gateway: gateway,
+	reconciler := &payments.Reconciler{DB: db, Gateway: gateway, Keys: keys,
 		Grace: 2*cfg.IdempotencyLease + cfg.CompleterInterval + 2*cfg.GatewayTimeout}
 	(&handlers.ReconciliationAPI{Reconciler: reconciler}).Routes(api)
 	(&handlers.OpsPages{Mailbox: effects, Reconciler: reconciler, Tenants: tenants}).Routes(e)
