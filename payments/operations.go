@@ -282,7 +282,10 @@ func (s *Service) finish(ctx context.Context, key Key, endpoint, paymentID, stat
 			if err != nil {
 				return err
 			}
-			if t.Moved && t.Payment.Status == models.PaymentSucceeded {
+			// Only the writer that moved the payment enqueues its side effects: a webhook
+			// that got there first already did. Without dedupe (the lab), every writer does.
+			enqueue := t.Moved || !s.Protections.On(SwitchWebhookDedupe)
+			if enqueue && t.Payment.Status == models.PaymentSucceeded {
 				if err := s.Outbox.EnqueueSideEffectsTx(tx, t.Order); err != nil {
 					return err
 				}

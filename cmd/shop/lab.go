@@ -10,7 +10,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -22,7 +21,6 @@ import (
 	"os"
 	"sort"
 	"strings"
-	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -46,6 +44,9 @@ var labEnv = map[string]string{
 
 // runLab is the `lab` subcommand.
 func runLab(ctx context.Context, args []string, stdout io.Writer) error {
+	if len(args) > 0 && args[0] == "shop" {
+		return runLabShop(ctx, args[1:], stdout) // a crash scenario's shop (lab_process.go)
+	}
 	if len(args) == 0 || (args[0] != "run" && args[0] != "list") {
 		return errors.New("usage: shop lab list | shop lab run [--json] [--database-url URL] [scenario …]")
 	}
@@ -155,7 +156,11 @@ func runScenario(ctx context.Context, s lab.Scenario, mode lab.Mode, databaseURL
 		}
 	}
 	err := func() error {
-		st, err := startLabStack(ctx, databaseURL, p, logw)
+		start := func() (*labStack, error) { return startLabStack(ctx, databaseURL, p, logw) }
+		if s.CrashAt != "" {
+			start = func() (*labStack, error) { return startCrashStack(ctx, databaseURL, p, s.CrashAt, logw) }
+		}
+		st, err := start()
 		if err != nil {
 			return err
 		}
@@ -163,7 +168,7 @@ func runScenario(ctx context.Context, s lab.Scenario, mode lab.Mode, databaseURL
 		client.shop, client.apiKeys, client.http = st.shop, st.apiKeys, st.http
 		client.journal = models.NewJournalStore(st.db, slog.New(slog.DiscardHandler))
 		client.runID = models.NewID("run")
-		client.answers = map[string]map[string]bool{}
+		client.answers, client.sent = map[string]map[string]bool{}, map[string]bool{}
 		since := time.Now().UTC().Add(-time.Millisecond)
 		for _, step := range s.Steps {
 			if err := client.play(ctx, st, step); err != nil {
@@ -191,6 +196,9 @@ type labStack struct {
 	// stops: a connection dialled but never used would hold the shop's shutdown for 5s.
 	http *http.Client
 	stop func()
+	// restart starts a crashed shop again (crash scenarios only; see lab_process.go).
+	restart func(context.Context) error
+	crashAt string
 }
 
 func startLabStack(ctx context.Context, databaseURL string, p payments.Protections, logw io.Writer) (*labStack, error) {
@@ -265,161 +273,10 @@ func startLabStack(ctx context.Context, databaseURL string, p payments.Protectio
 	return st, nil
 }
 
-// labClient is the lab's API client: a careful one that retries with the same key, unless
-// sameKey is false (the client_same_key switch).
-type labClient struct {
-	shop    string
-	apiKeys map[string]string
-	http    *http.Client
-	runID   string // prefixes every key, so runs on one database never share keys
-	sameKey bool
-
-	mu      sync.Mutex
-	answers map[string]map[string]bool // tenant/key → order ids the answers named
-
-	// journal records the client's own attempts and the answers it got: the client lane of
-	// the timeline. The shop cannot write those; only the client knows what it sent and saw.
-	journal *models.JournalStore
-}
-
-// record notes a client event under tenant/key, if the client keeps a journal.
-func (c *labClient) record(tenant, key, detail string) {
-	if c.journal != nil {
-		c.journal.Record(context.Background(), models.JournalEvent{TenantID: tenant, IdempotencyKey: key,
-			Actor: models.ActorClient, Kind: "attempt", Detail: detail})
-	}
-}
-
-// answerDetail words what the client got back.
-func answerDetail(status int, answer map[string]any, err error) string {
-	if err != nil {
-		return "no answer: the connection was lost or timed out"
-	}
-	if code, _ := answer["error"].(string); code != "" {
-		return fmt.Sprintf("answer %d %s", status, code)
-	}
-	return fmt.Sprintf("answer %d", status)
-}
-
-func (c *labClient) play(ctx context.Context, st *labStack, step lab.Step) error {
-	switch {
-	case step.Fault != nil:
-		b, _ := json.Marshal(step.Fault)
-		res, err := c.http.Post(st.gateway+"/_control/faults", "application/json", bytes.NewReader(b))
-		if err != nil {
-			return fmt.Errorf("arm fault: %w", err)
-		}
-		body, _ := io.ReadAll(res.Body)
-		res.Body.Close()
-		if res.StatusCode >= 300 {
-			return fmt.Errorf("arm fault %v: %d %s", step.Fault, res.StatusCode, body)
-		}
-	case step.Checkout != nil:
-		var wg sync.WaitGroup
-		for range max(step.Checkout.Copies, 1) {
-			wg.Add(1)
-			go func() { defer wg.Done(); c.checkout(ctx, *step.Checkout) }()
-		}
-		wg.Wait()
-	case step.Wait > 0:
-		select {
-		case <-time.After(step.Wait):
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	return nil
-}
-
-// checkout sends one checkout and, if ch.Retry, retries until a final answer.
-func (c *labClient) checkout(ctx context.Context, ch lab.Checkout) {
-	tenant := ch.Tenant
-	if tenant == "" {
-		tenant = "acme"
-	}
-	body := labCheckoutBody(ch)
-	key := c.runID + "-" + ch.Key
-	for attempt := 1; attempt <= 25 && ctx.Err() == nil; attempt++ {
-		c.record(tenant, key, fmt.Sprintf("sent attempt %d with key %s", attempt, key))
-		status, answer, err := c.post(ctx, tenant, key, body)
-		c.record(tenant, key, answerDetail(status, answer, err))
-		if err == nil && (status < 300 || status == http.StatusPaymentRequired) {
-			c.note(tenant, key, answer)
-		}
-		final := err == nil && status < 500 && (status != http.StatusConflict ||
-			answer["error"] != "idempotency_request_in_progress" && answer["error"] != "idempotency_lease_lost")
-		if final || !ch.Retry {
-			return
-		}
-		time.Sleep(300 * time.Millisecond)
-		if !c.sameKey {
-			key = fmt.Sprintf("%s-%s-retry-%d", c.runID, ch.Key, attempt) // the client's bug
-		}
-	}
-}
-
-func (c *labClient) post(ctx context.Context, tenant, key string, body []byte) (int, map[string]any, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.shop+"/api/v1/checkout", bytes.NewReader(body))
-	if err != nil {
-		return 0, nil, err
-	}
-	req.Header.Set("Authorization", "Bearer "+c.apiKeys[tenant])
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", key)
-	res, err := c.http.Do(req)
-	if err != nil {
-		return 0, nil, err // a lost answer, for the client
-	}
-	defer res.Body.Close()
-	var answer map[string]any
-	_ = json.NewDecoder(res.Body).Decode(&answer)
-	return res.StatusCode, answer, nil
-}
-
-// note records which order an answer under tenant/key named.
-func (c *labClient) note(tenant, key string, answer map[string]any) {
-	id := ""
-	if o, ok := answer["order"].(map[string]any); ok {
-		id, _ = o["id"].(string)
-	} else if s, ok := answer["order_id"].(string); ok {
-		id = s
-	}
-	if id == "" {
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	k := tenant + "/" + key
-	if c.answers[k] == nil {
-		c.answers[k] = map[string]bool{}
-	}
-	c.answers[k][id] = true
-}
-
-func labCheckoutBody(ch lab.Checkout) []byte {
-	card := ch.Card
-	if card == "" {
-		card = "4242424242424242"
-	}
-	item := map[string]any{"sku": "camp-mug", "quantity": 2}
-	switch ch.Cart {
-	case "compass":
-		item = map[string]any{"sku": "brass-compass", "quantity": 1}
-	case "beans":
-		item = map[string]any{"sku": "espresso-beans", "quantity": 1}
-	}
-	b, _ := json.Marshal(map[string]any{
-		"items": []map[string]any{item},
-		"email": "lab@example.com",
-		"shipping_address": map[string]string{"name": "Ada Lovelace", "address": "1 Analytical Way",
-			"city": "London", "postal_code": "N1 9GU", "country": "GB"},
-		"card_number": card,
-	})
-	return b
-}
-
-// settle waits, at most 10s, until the gateway has no webhook delivery left to make and every
-// paid order of the run has its receipt, then a little longer for stragglers (duplicates).
+// settle waits, at most 10s, until the gateway has no webhook delivery left to make, no
+// operation of the run is left in progress (the completer finishes abandoned ones once their
+// lease runs out) and every paid order of the run has its receipt, then a little longer for
+// stragglers (duplicates).
 func (st *labStack) settle(ctx context.Context, since time.Time) {
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
@@ -439,7 +296,10 @@ func (st *labStack) settle(ctx context.Context, since time.Time) {
 			Where("created_at >= ? AND status = ? AND id NOT IN (?)", since, models.OrderPaid,
 				st.db.Model(&models.MailboxMessage{}).Select("order_id")).
 			Count(&unreceipted)
-		if pending == 0 && unreceipted == 0 {
+		var unfinished int64
+		st.db.WithContext(ctx).Model(&models.IdempotencyRecord{}).
+			Where("created_at >= ? AND state = ?", since, models.KeyInProgress).Count(&unfinished)
+		if pending == 0 && unreceipted == 0 && unfinished == 0 {
 			break
 		}
 		time.Sleep(100 * time.Millisecond)

@@ -46,14 +46,24 @@ type Scenario struct {
 	// PaidOrders is how many orders the customers meant to buy and pay.
 	PaidOrders int
 	Links      []string // code and docs, relative to the repository root
-	Steps      []Step
+	// CrashAt, when set, runs the shop as a child process that kills itself (SIGKILL) the
+	// first time an operation reaches this crash point (payments.CrashPoints); a Restart step
+	// starts it again without one.
+	CrashAt string
+	Steps   []Step
 }
 
 // Step is one thing the lab's client or the trainer does. Exactly one field is set.
 type Step struct {
 	Fault    map[string]any // arm a gateway fault (POST /_control/faults)
-	Checkout *Checkout      // POST /api/v1/checkout
+	Checkout *Checkout      // POST /api/v1/checkout, or the storefront's checkout form
 	Wait     time.Duration
+	// Restart waits until the shop has died at the scenario's crash point, then starts it
+	// again on the same database, without the crash point.
+	Restart bool
+	// ExpireKeys fast-forwards past the keys' retention: the reaper (the real one, the job
+	// that runs every few minutes) deletes every completed key now.
+	ExpireKeys bool
 }
 
 // Checkout is a one-step checkout sent by the lab's client.
@@ -67,6 +77,10 @@ type Checkout struct {
 	// final answer, with the same key: unless the client_same_key switch is off, when it
 	// makes a new key per retry.
 	Retry bool
+	// Browser checks out through the storefront, as checkout.js does: a session with a cart,
+	// and the checkout form posted with the key in the Idempotency-Key header. A Browser step
+	// after another one is the same tab: same session, same cart, same form.
+	Browser bool
 }
 
 const (
@@ -140,6 +154,43 @@ var Scenarios = []Scenario{
 		},
 	},
 	{
+		Name: "crash_after_key_reserved", Title: "Process crash after the key is reserved",
+		RealLife:  "The shop process dies (an OOM kill, a deploy, a lost machine) just after it reserved the key, before it wrote anything else. The client's connection drops; it retries.",
+		Mechanism: "The key's lease: the dead owner stops renewing it, and after one lease the retry takes the key over. Nothing else was written, so the operation starts from the beginning. Without server idempotency the retry also just runs as new: harmless here, because nothing had happened yet. That is the boundary.",
+		Switch:    payments.SwitchServerIdempotency, Breaks: "", PaidOrders: 1,
+		CrashAt: payments.CrashAfterKeyReserved,
+		Links:   []string{"models/idempotency.go", "payments/crash.go", "docs/failure-modes.md"},
+		Steps:   crashSteps("crash-reserved"),
+	},
+	{
+		Name: "crash_after_order_created", Title: "Process crash after the order is created",
+		RealLife:  "The shop dies after it committed the order and its pending payment, before it called the gateway. The client retries.",
+		Mechanism: "The recovery point: the order, the pending payment and payment_created commit together, linked to the key. The retry (or the completer) resumes there: it asks the gateway, charges once, and answers with the same order. Without server idempotency the retry places a second order and pays it, and the first order is charged too when its abandoned operation is resumed.",
+		Switch:    payments.SwitchServerIdempotency, Breaks: PaidOrders, PaidOrders: 1,
+		CrashAt: payments.CrashAfterOrderCreated,
+		Links:   []string{"payments/operations.go", "payments/completer.go", "docs/idempotency.md"},
+		Steps:   crashSteps("crash-order"),
+	},
+	{
+		Name: "crash_after_gateway_charge", Title: "Process crash after the gateway charged",
+		RealLife:  "The gateway charged the card and answered, and the shop died before it wrote the answer down. Only the gateway knows the money moved.",
+		Mechanism: "The derived gateway key, recorded before the call: the resumed operation asks the gateway under <payment id>:charge, finds the charge and records it. With a fresh key per attempt, the lookup finds nothing and the card is charged again.",
+		Switch:    payments.SwitchDerivedGatewayKey, Breaks: ChargesPerOrder, PaidOrders: 1,
+		CrashAt: payments.CrashAfterGatewayCharge,
+		Links:   []string{"payments/operations.go", "payments/gateway.go", "docs/failure-modes.md"},
+		// The webhook is late: the retry, not the webhook, must find out what happened.
+		Steps: append([]Step{fault("webhook_delay", "delay_ms", 5000)}, crashSteps("crash-charged")...),
+	},
+	{
+		Name: "crash_before_response", Title: "Process crash before the response",
+		RealLife:  "Everything is committed — the payment, the stored answer — and the shop dies before it writes the response. The client saw nothing and retries.",
+		Mechanism: "The stored response: the retry finds the key completed and gets the answer replayed, byte for byte; nothing runs again. Without server idempotency the retry is a new checkout and the customer pays twice.",
+		Switch:    payments.SwitchServerIdempotency, Breaks: PaidOrders, PaidOrders: 1,
+		CrashAt: payments.CrashBeforeResponse,
+		Links:   []string{"handlers/idempotency.go", "payments/operations.go", "docs/idempotency.md"},
+		Steps:   crashSteps("crash-answered"),
+	},
+	{
 		Name: "duplicate_webhook", Title: "Duplicate webhook",
 		RealLife:  "The gateway delivers charge.succeeded three times (at-least-once delivery).",
 		Mechanism: "Webhook dedupe: the event id is recorded in the transaction that applies it; side effects are enqueued only by the writer that moved the payment, and the mailbox dedupes by order.",
@@ -156,6 +207,29 @@ var Scenarios = []Scenario{
 		Steps: []Step{
 			fault("webhook_delay", "delay_ms", 500), // both events arrive after the answer
 			checkout(Checkout{Key: "reordered", Card: cardReorderHooks, Retry: true}),
+		},
+	},
+	{
+		Name: "webhook_before_response", Title: "Webhook before the response",
+		RealLife:  "The gateway commits the charge and sends its webhook at once, but its HTTP answer to the shop is slow: the webhook marks the order paid while the checkout request is still waiting for the gateway.",
+		Mechanism: "Two writers, one payment: the webhook and the response both settle it with the same conditional UPDATE, and only the writer that moved the payment enqueues the receipt. The response path finds it already paid and only stores the answer. Without that rule (and the dedupe behind it) both enqueue, and the customer gets two receipts and two parcels.",
+		Switch:    payments.SwitchWebhookDedupe, Breaks: ReceiptsPerPaidOrder, PaidOrders: 1,
+		Links: []string{"payments/operations.go", "payments/webhooks.go", "models/payments.go"},
+		Steps: []Step{
+			fault("commit_then_delay", "delay_ms", 700), // slow, but within the lab's 1s gateway timeout
+			checkout(Checkout{Key: "webhook-first", Retry: true}),
+		},
+	},
+	{
+		Name: "client_gone", Title: "Webhook only, client gone",
+		RealLife:  "The customer pays and closes the tab. The gateway charged, its answer to the shop was lost, and no client will ever retry. The webhook comes late, as webhooks do.",
+		Mechanism: "The shop finishes on its own. The completer takes over the abandoned operation once its lease has run out, asks the gateway under the derived key <payment id>:charge, finds the charge and settles the order; the late webhook then changes nothing. With a fresh gateway key the completer finds nothing and charges the card again, with no client involved at all.",
+		Switch:    payments.SwitchDerivedGatewayKey, Breaks: ChargesPerOrder, PaidOrders: 1,
+		Links: []string{"payments/completer.go", "payments/operations.go", "payments/webhooks.go"},
+		Steps: []Step{
+			fault("commit_then_drop"),
+			fault("webhook_delay", "delay_ms", 4000), // after the completer (one 2s lease)
+			checkout(Checkout{Key: "gone"}),          // no retry: the tab is closed
 		},
 	},
 	{
@@ -179,6 +253,18 @@ var Scenarios = []Scenario{
 		Steps: []Step{
 			checkout(Checkout{Key: "purchase-1", Retry: true}),
 			checkout(Checkout{Key: "purchase-2", Retry: true}),
+		},
+	},
+	{
+		Name: "retry_after_retention", Title: "A retry after the key's retention",
+		RealLife:  "A tab left open for days submits the same checkout again, with the same key, after the shop has deleted the key: completed keys are kept for 24 hours, then reaped.",
+		Mechanism: "Past its retention a key protects nothing: the shop has forgotten it and sees a new request. What still protects this checkout is business state: the cart became an order, so a second checkout of it is refused (409 cart_converted). An API client has no cart and no such guard, which is why retention must outlast every client's retries.",
+		Switch:    payments.SwitchServerIdempotency, Breaks: "", PaidOrders: 1,
+		Links: []string{"payments/reaper.go", "handlers/shop_payment.go", "docs/idempotency.md"},
+		Steps: []Step{
+			checkout(Checkout{Key: "old-tab", Browser: true, Retry: true}),
+			{ExpireKeys: true},
+			checkout(Checkout{Key: "old-tab", Browser: true, Retry: true}),
 		},
 	},
 	{
@@ -214,6 +300,17 @@ var Scenarios = []Scenario{
 			checkout(Checkout{Key: "declined", Card: cardDeclined, Retry: true}),
 		},
 	},
+}
+
+// crashSteps are the steps of a crash scenario: a checkout whose connection dies with the
+// shop, a restart, and the client's retry with the same key. The retry waits (409, in
+// progress) until the dead owner's lease has run out.
+func crashSteps(key string) []Step {
+	return []Step{
+		checkout(Checkout{Key: key}), // no answer: the shop dies mid-request
+		{Restart: true},
+		checkout(Checkout{Key: key, Retry: true}),
+	}
 }
 
 // Find returns the scenario called name.

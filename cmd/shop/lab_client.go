@@ -1,0 +1,346 @@
+package main
+
+// The failure lab's client: what a customer's browser or an API integration sends. It is a
+// careful client — it retries with the same key — unless the client_same_key switch is off.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"checkoutlab/models"
+	"checkoutlab/payments"
+	"checkoutlab/payments/lab"
+)
+
+// labClient is the lab's API client: a careful one that retries with the same key, unless
+// sameKey is false (the client_same_key switch).
+type labClient struct {
+	shop    string
+	apiKeys map[string]string
+	http    *http.Client
+	runID   string // prefixes every key, so runs on one database never share keys
+	sameKey bool
+
+	mu      sync.Mutex
+	answers map[string]map[string]bool // tenant/key → order ids the answers named
+	sent    map[string]bool            // tenant/key of every request sent
+	tab     *labTab                    // the storefront tab of Browser steps, once opened
+
+	// journal records the client's own attempts and the answers it got: the client lane of
+	// the timeline. The shop cannot write those; only the client knows what it sent and saw.
+	journal *models.JournalStore
+}
+
+// record notes a client event under tenant/key, if the client keeps a journal.
+func (c *labClient) record(tenant, key, detail string) {
+	c.recordAs(models.ActorClient, "attempt", tenant, key, detail)
+}
+
+// recordAs notes an event the lab itself brought about (a crash, a reaper run) under
+// tenant/key, so that the timeline shows it where it happened.
+func (c *labClient) recordAs(actor, kind, tenant, key, detail string) {
+	if c.journal != nil {
+		c.journal.Record(context.Background(), models.JournalEvent{TenantID: tenant, IdempotencyKey: key,
+			Actor: actor, Kind: kind, Detail: detail})
+	}
+}
+
+// usedKeys lists the tenant/key pairs the client has sent so far.
+func (c *labClient) usedKeys() [][2]string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var keys [][2]string
+	for k := range c.sent {
+		tenant, key, _ := strings.Cut(k, "/")
+		keys = append(keys, [2]string{tenant, key})
+	}
+	return keys
+}
+
+// answerDetail words what the client got back.
+func answerDetail(status int, answer map[string]any, err error) string {
+	if err != nil {
+		return "no answer: the connection was lost or timed out"
+	}
+	if code, _ := answer["error"].(string); code != "" {
+		return fmt.Sprintf("answer %d %s", status, code)
+	}
+	return fmt.Sprintf("answer %d", status)
+}
+
+func (c *labClient) play(ctx context.Context, st *labStack, step lab.Step) error {
+	switch {
+	case step.Fault != nil:
+		b, _ := json.Marshal(step.Fault)
+		res, err := c.http.Post(st.gateway+"/_control/faults", "application/json", bytes.NewReader(b))
+		if err != nil {
+			return fmt.Errorf("arm fault: %w", err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode >= 300 {
+			return fmt.Errorf("arm fault %v: %d %s", step.Fault, res.StatusCode, body)
+		}
+	case step.Checkout != nil:
+		var wg sync.WaitGroup
+		for range max(step.Checkout.Copies, 1) {
+			wg.Add(1)
+			go func() { defer wg.Done(); c.checkout(ctx, *step.Checkout) }()
+		}
+		wg.Wait()
+	case step.Restart:
+		if st.restart == nil {
+			return errors.New("a Restart step needs a crash scenario's stack")
+		}
+		if err := st.restart(ctx); err != nil {
+			return err
+		}
+		for _, k := range c.usedKeys() {
+			c.recordAs(models.ActorShop, "crash", k[0], k[1], fmt.Sprintf(
+				"killed: the shop process died (SIGKILL) at the crash point %s; a new process started on the same database", st.crashAt))
+		}
+	case step.ExpireKeys:
+		// The real reaper, with the clock moved past the retention: every completed key goes.
+		reaper := &payments.Reaper{Store: models.NewIdempotencyStore(st.db), Retention: 0}
+		n, err := reaper.RunOnce(ctx)
+		if err != nil {
+			return fmt.Errorf("expire keys: %w", err)
+		}
+		for _, k := range c.usedKeys() {
+			c.recordAs(models.ActorShop, "reaper", k[0], k[1], fmt.Sprintf(
+				"reaped: the retention has passed; %d completed key(s) and their stored answers are deleted", n))
+		}
+	case step.Wait > 0:
+		select {
+		case <-time.After(step.Wait):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// checkout sends one checkout and, if ch.Retry, retries until a final answer.
+func (c *labClient) checkout(ctx context.Context, ch lab.Checkout) {
+	tenant := ch.Tenant
+	if tenant == "" {
+		tenant = "acme"
+	}
+	body := labCheckoutBody(ch)
+	send := func(key string) (int, map[string]any, error) { return c.post(ctx, tenant, key, body) }
+	if ch.Browser {
+		tab, err := c.openTab(ctx, tenant, ch)
+		if err != nil {
+			c.record(tenant, c.runID+"-"+ch.Key, "could not open the storefront: "+err.Error())
+			return
+		}
+		send = func(key string) (int, map[string]any, error) { return tab.submit(ctx, key) }
+	}
+	key := c.runID + "-" + ch.Key
+	c.mu.Lock()
+	c.sent[tenant+"/"+key] = true
+	c.mu.Unlock()
+	for attempt := 1; attempt <= 25 && ctx.Err() == nil; attempt++ {
+		c.record(tenant, key, fmt.Sprintf("sent attempt %d with key %s", attempt, key))
+		status, answer, err := send(key)
+		c.record(tenant, key, answerDetail(status, answer, err))
+		if err == nil && (status < 300 || status == http.StatusPaymentRequired) {
+			c.note(tenant, key, answer)
+		}
+		final := err == nil && status < 500 && (status != http.StatusConflict ||
+			answer["error"] != "idempotency_request_in_progress" && answer["error"] != "idempotency_lease_lost")
+		if final || !ch.Retry {
+			return
+		}
+		time.Sleep(300 * time.Millisecond)
+		if !c.sameKey {
+			key = fmt.Sprintf("%s-%s-retry-%d", c.runID, ch.Key, attempt) // the client's bug
+		}
+	}
+}
+
+func (c *labClient) post(ctx context.Context, tenant, key string, body []byte) (int, map[string]any, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.shop+"/api/v1/checkout", bytes.NewReader(body))
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.apiKeys[tenant])
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", key)
+	res, err := c.http.Do(req)
+	if err != nil {
+		return 0, nil, err // a lost answer, for the client
+	}
+	defer res.Body.Close()
+	var answer map[string]any
+	_ = json.NewDecoder(res.Body).Decode(&answer)
+	return res.StatusCode, answer, nil
+}
+
+// note records which order an answer under tenant/key named.
+func (c *labClient) note(tenant, key string, answer map[string]any) {
+	id := ""
+	if o, ok := answer["order"].(map[string]any); ok {
+		id, _ = o["id"].(string)
+	} else if s, ok := answer["order_id"].(string); ok {
+		id = s
+	}
+	if id == "" {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := tenant + "/" + key
+	if c.answers[k] == nil {
+		c.answers[k] = map[string]bool{}
+	}
+	c.answers[k][id] = true
+}
+
+// labTab is one browser tab on the storefront: a session and its cart, and the checkout form
+// it was shown, which it submits as checkout.js does — the form's fields, the key in the
+// Idempotency-Key header, and a JSON answer.
+type labTab struct {
+	shop, tenant string
+	http         *http.Client // with a cookie jar: the session and CSRF cookies
+	form         url.Values
+}
+
+// openTab returns the tab of the run's Browser steps, opening it the first time: a session,
+// the cart filled with ch's items, the checkout form's cart id. Later steps reuse it: the
+// same tab submitting the same form again.
+func (c *labClient) openTab(ctx context.Context, tenant string, ch lab.Checkout) (*labTab, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.tab != nil {
+		return c.tab, nil
+	}
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		return nil, err
+	}
+	t := &labTab{shop: c.shop, tenant: tenant, http: &http.Client{
+		Transport: c.http.Transport, Jar: jar, Timeout: c.http.Timeout,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}}
+	base := c.shop + "/shop/" + tenant
+	if _, err := t.do(ctx, http.MethodGet, base, nil, nil); err != nil { // a session and a CSRF cookie
+		return nil, err
+	}
+	shopURL, _ := url.Parse(c.shop)
+	csrf := ""
+	for _, ck := range jar.Cookies(shopURL) {
+		if ck.Name == "checkoutlab_csrf" {
+			csrf = ck.Value
+		}
+	}
+	for _, it := range labItems(ch) {
+		add := url.Values{"_csrf": {csrf}, "sku": {fmt.Sprint(it["sku"])}, "quantity": {fmt.Sprint(it["quantity"])}}
+		if _, err := t.do(ctx, http.MethodPost, base+"/cart/items", add, nil); err != nil {
+			return nil, err
+		}
+	}
+	page, err := t.do(ctx, http.MethodGet, base+"/checkout", nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	m := regexp.MustCompile(`name="cart_id" value="([^"]+)"`).FindSubmatch(page)
+	if m == nil {
+		return nil, errors.New("the checkout form has no cart_id: is the cart empty?")
+	}
+	t.form = url.Values{"_csrf": {csrf}, "cart_id": {string(m[1])}, "email": {"lab@example.com"},
+		"name": {"Ada Lovelace"}, "address": {"1 Analytical Way"}, "city": {"London"},
+		"postal_code": {"N1 9GU"}, "country": {"GB"}, "shipping_method": {"standard"}, "card_number": {labCard(ch)}}
+	c.tab = t
+	return t, nil
+}
+
+// submit posts the checkout form under key and decodes the JSON answer.
+func (t *labTab) submit(ctx context.Context, key string) (int, map[string]any, error) {
+	form := url.Values{}
+	for k, v := range t.form {
+		form[k] = v
+	}
+	form.Set("idempotency_key", key)
+	var status int
+	var answer map[string]any
+	body, err := t.do(ctx, http.MethodPost, t.shop+"/shop/"+t.tenant+"/checkout", form, func(res *http.Response) {
+		status = res.StatusCode
+	}, "Idempotency-Key", key, "Accept", "application/json")
+	if err != nil {
+		return 0, nil, err
+	}
+	_ = json.Unmarshal(body, &answer)
+	return status, answer, nil
+}
+
+// do sends one storefront request (a form post if form is set) and returns the body; seen,
+// if set, sees the response first. Extra headers come as name, value pairs.
+func (t *labTab) do(ctx context.Context, method, target string, form url.Values, seen func(*http.Response), headers ...string) ([]byte, error) {
+	var body io.Reader
+	if form != nil {
+		body = strings.NewReader(form.Encode())
+	}
+	req, err := http.NewRequestWithContext(ctx, method, target, body)
+	if err != nil {
+		return nil, err
+	}
+	if form != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	res, err := t.http.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer res.Body.Close()
+	if seen != nil {
+		seen(res)
+	} else if res.StatusCode >= 400 {
+		return nil, fmt.Errorf("%s %s: %d", method, target, res.StatusCode)
+	}
+	return io.ReadAll(res.Body)
+}
+
+// labItems is the cart a checkout step buys: two camp mugs unless ch.Cart names another.
+func labItems(ch lab.Checkout) []map[string]any {
+	switch ch.Cart {
+	case "compass":
+		return []map[string]any{{"sku": "brass-compass", "quantity": 1}}
+	case "beans":
+		return []map[string]any{{"sku": "espresso-beans", "quantity": 1}}
+	}
+	return []map[string]any{{"sku": "camp-mug", "quantity": 2}}
+}
+
+// labCard is the card a checkout step pays with: 4242 4242 4242 4242 unless ch.Card is set.
+func labCard(ch lab.Checkout) string {
+	if ch.Card == "" {
+		return "4242424242424242"
+	}
+	return ch.Card
+}
+
+func labCheckoutBody(ch lab.Checkout) []byte {
+	b, _ := json.Marshal(map[string]any{
+		"items": labItems(ch),
+		"email": "lab@example.com",
+		"shipping_address": map[string]string{"name": "Ada Lovelace", "address": "1 Analytical Way",
+			"city": "London", "postal_code": "N1 9GU", "country": "GB"},
+		"card_number": labCard(ch),
+	})
+	return b
+}
