@@ -107,3 +107,48 @@ func TestJournalBatchedWriter(t *testing.T) {
 		}
 	})
 }
+
+// TestJournalPrune: events recorded before the cutoff go, in batches; the event exactly at the
+// cutoff and the recent ones stay; a second pass finds nothing.
+func TestJournalPrune(t *testing.T) {
+	modelstest.ForEachDialect(t, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		j := models.NewJournalStore(db, nil)
+		now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+		retention := 30 * 24 * time.Hour
+		cutoff := now.Add(-retention)
+		ages := map[string]time.Time{
+			"old-1": cutoff.Add(-90 * 24 * time.Hour), "old-2": cutoff.Add(-time.Hour),
+			"old-3": cutoff.Add(-time.Minute), "old-4": cutoff.Add(-time.Second),
+			"old-5":     cutoff.Add(-time.Microsecond),
+			"at-cutoff": cutoff, "recent": cutoff.Add(time.Microsecond), "today": now.Add(-time.Hour),
+		}
+		for detail, at := range ages {
+			j.Record(ctx, models.JournalEvent{TenantID: "acme", IdempotencyKey: "prune", Actor: models.ActorShop,
+				Kind: models.JournalReservation, Detail: detail, At: at})
+		}
+
+		n, err := j.Prune(ctx, now, retention, 2) // five old events in batches of two: three rounds
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n != 5 {
+			t.Errorf("pruned: got %d, want 5", n)
+		}
+		evs, err := j.ForKey(ctx, "acme", "prune")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var kept []string
+		for _, ev := range evs {
+			kept = append(kept, ev.Detail)
+		}
+		if got, want := fmt.Sprint(kept), "[at-cutoff recent today]"; got != want {
+			t.Errorf("kept: got %s, want %s", got, want)
+		}
+
+		if n, err := j.Prune(ctx, now, retention, 2); err != nil || n != 0 {
+			t.Errorf("second pass: got %d (%v), want 0", n, err)
+		}
+	})
+}

@@ -2,6 +2,7 @@ package payments_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
@@ -32,11 +33,17 @@ func MustKey(tb testing.TB, s *models.IdempotencyStore, key string, complete boo
 }
 
 // TestReaper: a pass deletes old completed keys only; keys in progress, however old, and
-// recent completed keys stay.
+// recent completed keys stay. The same pass prunes journal events older than their retention.
 func TestReaper(t *testing.T) {
 	modelstest.ForEachDialect(t, func(t *testing.T, db *gorm.DB) {
 		modelstest.MustSeed(t, db)
+		ctx := context.Background()
 		s := models.NewIdempotencyStore(db)
+		j := models.NewJournalStore(db, nil)
+		for detail, age := range map[string]time.Duration{"old": 31 * 24 * time.Hour, "recent": 29 * 24 * time.Hour} {
+			j.Record(ctx, models.JournalEvent{TenantID: "acme", IdempotencyKey: "journal", Actor: models.ActorShop,
+				Kind: models.JournalReservation, Detail: detail, At: time.Now().UTC().Add(-age)})
+		}
 		MustKey(t, s, "old-completed", true)
 		MustKey(t, s, "old-in-progress", false)
 		MustKey(t, s, "recent-completed", true)
@@ -50,9 +57,10 @@ func TestReaper(t *testing.T) {
 			t.Fatal(err)
 		}
 
-		n, err := (&payments.Reaper{Store: s, Retention: 24 * time.Hour}).RunOnce(context.Background())
-		if err != nil || n != 1 {
-			t.Fatalf("reaped %d keys (%v), want 1", n, err)
+		reaper := &payments.Reaper{Store: s, Retention: 24 * time.Hour, Journal: j, JournalRetention: 30 * 24 * time.Hour}
+		got, err := reaper.RunOnce(ctx)
+		if want := (payments.Reaped{Keys: 1, Events: 1}); err != nil || got != want {
+			t.Fatalf("got %+v (%v), want %+v", got, err, want)
 		}
 
 		for key, want := range map[string]bool{"old-completed": false, "old-in-progress": true, "recent-completed": true} {
@@ -60,6 +68,46 @@ func TestReaper(t *testing.T) {
 			if got := err == nil; got != want {
 				t.Errorf("%s kept: got %v, want %v", key, got, want)
 			}
+		}
+		evs, err := j.ForKey(ctx, "acme", "journal")
+		if err != nil || len(evs) != 1 || evs[0].Detail != "recent" {
+			t.Errorf("journal kept: got %+v (%v), want the recent event only", evs, err)
+		}
+	})
+}
+
+// fakeReaper stands in for the key store or the journal: it deletes n rows, or fails with err.
+type fakeReaper struct {
+	n   int64
+	err error
+}
+
+func (f fakeReaper) Reap(context.Context, time.Time, time.Duration, int) (int64, error) {
+	return f.n, f.err
+}
+
+func (f fakeReaper) Prune(context.Context, time.Time, time.Duration, int) (int64, error) {
+	return f.n, f.err
+}
+
+// TestReaperErrors: keys and journal are reaped independently, and a journal without a
+// retention is refused rather than pruned to nothing.
+func TestReaperErrors(t *testing.T) {
+	ctx := context.Background()
+	errDown := errors.New("database down")
+	t.Run("ErrKeysStillPrunesJournal", func(t *testing.T) {
+		r := &payments.Reaper{Store: fakeReaper{err: errDown}, Retention: time.Hour,
+			Journal: fakeReaper{n: 3}, JournalRetention: time.Hour}
+		got, err := r.RunOnce(ctx)
+		if !errors.Is(err, errDown) || got.Events != 3 {
+			t.Errorf("got %+v (%v), want 3 events pruned and the keys' error", got, err)
+		}
+	})
+	t.Run("ErrNoJournalRetention", func(t *testing.T) {
+		r := &payments.Reaper{Store: fakeReaper{n: 1}, Retention: time.Hour, Journal: fakeReaper{n: 3}}
+		got, err := r.RunOnce(ctx)
+		if err == nil || got != (payments.Reaped{Keys: 1}) {
+			t.Errorf("got %+v (%v), want 1 key reaped, no event pruned, and an error", got, err)
 		}
 	})
 }

@@ -31,6 +31,7 @@ type Config struct {
 	WebhookSecret        string
 	IdempotencyLease     time.Duration
 	IdempotencyRetention time.Duration
+	JournalRetention     time.Duration
 	GatewayTimeout       time.Duration
 	CompleterInterval    time.Duration
 	CrashAt              string
@@ -53,7 +54,7 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (Co
 		return def
 	}
 	var cfg Config
-	var lease, retention, gwTimeout, completer, apiKeys string
+	var lease, retention, journalRetention, gwTimeout, completer, apiKeys string
 	fs := flag.NewFlagSet("shop", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&cfg.ShopAddr, "addr", env("SHOP_ADDR", "127.0.0.1:8080"), "listen address of the shop (SHOP_ADDR)")
@@ -65,6 +66,7 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (Co
 	fs.StringVar(&cfg.WebhookSecret, "webhook-secret", env("WEBHOOK_SECRET", demoWebhookSecret), "Standard Webhooks signing secret (WEBHOOK_SECRET)")
 	fs.StringVar(&lease, "idempotency-lease", env("IDEMPOTENCY_LEASE", "30s"), "how long a silent key owner keeps its key (IDEMPOTENCY_LEASE)")
 	fs.StringVar(&retention, "idempotency-retention", env("IDEMPOTENCY_RETENTION", "24h"), "how long completed keys are kept (IDEMPOTENCY_RETENTION)")
+	fs.StringVar(&journalRetention, "journal-retention", env("JOURNAL_RETENTION", "720h"), "how long journal events are kept (JOURNAL_RETENTION)")
 	fs.StringVar(&gwTimeout, "gateway-timeout", env("GATEWAY_TIMEOUT", "10s"), "client timeout for calls to the gateway (GATEWAY_TIMEOUT)")
 	fs.StringVar(&completer, "completer-interval", env("COMPLETER_INTERVAL", "5s"), "how often the completer looks for abandoned operations (COMPLETER_INTERVAL)")
 	fs.StringVar(&cfg.CrashAt, "crash-at", env("SHOP_CRASH_AT", ""), "crash point for failure drills (SHOP_CRASH_AT)")
@@ -82,6 +84,9 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (Co
 		return cfg, err
 	}
 	if cfg.IdempotencyRetention, err = positiveDuration("IDEMPOTENCY_RETENTION", retention); err != nil {
+		return cfg, err
+	}
+	if cfg.JournalRetention, err = positiveDuration("JOURNAL_RETENTION", journalRetention); err != nil {
 		return cfg, err
 	}
 	if cfg.GatewayTimeout, err = positiveDuration("GATEWAY_TIMEOUT", gwTimeout); err != nil {

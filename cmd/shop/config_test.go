@@ -18,6 +18,7 @@ func TestLoadConfig(t *testing.T) {
 		if cfg.ShopAddr != "127.0.0.1:8080" || cfg.GatewayAddr != "127.0.0.1:8081" || cfg.GatewayURL != "" ||
 			cfg.ShopPublicURL != "http://127.0.0.1:8080" || cfg.DataDir != "./data" || cfg.DatabaseURL != "" ||
 			cfg.IdempotencyLease != 30*time.Second || cfg.IdempotencyRetention != 24*time.Hour ||
+			cfg.JournalRetention != 30*24*time.Hour ||
 			cfg.WebhookSecret != demoWebhookSecret || cfg.APIKeys["acme"] != "sk_test_acme" {
 			t.Errorf("got %+v, want the contract's defaults", cfg)
 		}
@@ -28,9 +29,16 @@ func TestLoadConfig(t *testing.T) {
 			t.Errorf("got %q, %q (%v), want the flag's address", cfg.ShopAddr, cfg.ShopPublicURL, err)
 		}
 	})
+	t.Run("OKJournalRetentionFlag", func(t *testing.T) {
+		cfg, err := loadConfig([]string{"--journal-retention", "48h"}, envOf(map[string]string{"JOURNAL_RETENTION": "1h"}), io.Discard)
+		if err != nil || cfg.JournalRetention != 48*time.Hour {
+			t.Errorf("got %v (%v), want the flag's 48h", cfg.JournalRetention, err)
+		}
+	})
 	bad := map[string]map[string]string{
 		"IDEMPOTENCY_LEASE":     {"IDEMPOTENCY_LEASE": "soon"},
 		"IDEMPOTENCY_RETENTION": {"IDEMPOTENCY_RETENTION": "-1h"},
+		"JOURNAL_RETENTION":     {"JOURNAL_RETENTION": "30d"},
 		"SHOP_ADDR":             {"SHOP_ADDR": "8080"},
 		"DATABASE_URL":          {"DATABASE_URL": "mysql://x"},
 		"SHOP_CRASH_AT":         {"SHOP_CRASH_AT": "somewhere"},

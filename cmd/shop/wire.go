@@ -49,14 +49,15 @@ func mountRoutes(e *echo.Echo, cfg Config, db *gorm.DB, registry *prometheus.Reg
 		Crash: payments.Crasher(cfg.CrashAt), Journal: journal, Logger: logger, Protections: protect,
 	}
 	completer := &payments.Completer{Keys: keys, Service: service, Lease: cfg.IdempotencyLease, Logger: logger}
-	reaper := &payments.Reaper{Store: keys, Retention: cfg.IdempotencyRetention, Logger: logger}
+	reaper := &payments.Reaper{Store: keys, Retention: cfg.IdempotencyRetention,
+		Journal: journal, JournalRetention: cfg.JournalRetention, Logger: logger}
 
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &payments.ReceiptWorker{Orders: orders, Effects: effects, Journal: journal, Protections: protect})
 	river.AddWorker(workers, &payments.ShipmentWorker{Orders: orders, Effects: effects, Journal: journal, Protections: protect})
 	river.AddWorker(workers, &payments.ReaperWorker{Reaper: reaper})
 	periodic := []*river.PeriodicJob{
-		river.NewPeriodicJob(river.PeriodicInterval(reapInterval(cfg.IdempotencyRetention)),
+		river.NewPeriodicJob(river.PeriodicInterval(reapInterval(min(cfg.IdempotencyRetention, cfg.JournalRetention))),
 			func() (river.JobArgs, *river.InsertOpts) { return payments.ReapArgs{}, nil },
 			&river.PeriodicJobOpts{RunOnStart: true}),
 	}
@@ -99,8 +100,9 @@ func mountRoutes(e *echo.Echo, cfg Config, db *gorm.DB, registry *prometheus.Reg
 	return &background{jobs: jobs, completer: completer, journal: journal}, nil
 }
 
-// reapInterval runs the reaper often enough that keys outlive their retention by at most a
-// few percent, and at most every minute and at least every hour.
+// reapInterval runs the reaper often enough that what it deletes outlives its retention by at
+// most a few percent, and at most every minute and at least every hour. The reaper has two
+// retentions (keys and journal); give it the shorter.
 func reapInterval(retention time.Duration) time.Duration {
 	return min(max(retention/50, time.Minute), time.Hour)
 }
