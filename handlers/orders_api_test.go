@@ -22,7 +22,8 @@ import (
 	"checkoutlab/models/modelstest"
 )
 
-// testAPI is the real router with the API mounted as cmd/shop mounts it, on a seeded database.
+// testAPI is the real router with the orders API and its ops views mounted as cmd/shop mounts
+// them, on a seeded database.
 type testAPI struct {
 	e      *echo.Echo
 	db     *gorm.DB
@@ -52,6 +53,8 @@ func MustAPI(tb testing.TB, db *gorm.DB, lease time.Duration) *testAPI {
 	}
 	g := e.Group("/api/v1", handlers.APIKeyAuth(models.NewTenantStore(db)), sessionIfCookie)
 	api.Routes(g)
+	(&handlers.OrdersOpsAPI{Orders: models.NewOrderStore(db), Effects: models.NewSideEffectStore(db),
+		Journal: models.NewJournalStore(db, nil)}).Routes(g)
 	return &testAPI{e: e, db: db, orders: api, keys: keys, reg: reg}
 }
 

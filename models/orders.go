@@ -7,6 +7,7 @@ import (
 	"net/mail"
 	"sort"
 	"strings"
+	"time"
 
 	"gorm.io/gorm"
 )
@@ -279,6 +280,26 @@ func getOrder(q *gorm.DB, id string) (*Order, error) {
 		return nil, fmt.Errorf("get order: %w", err)
 	}
 	return &o, nil
+}
+
+// ListSince returns the tenant's orders created strictly after after (all of them if after is
+// zero), oldest first, at most limit, with their lines and payments (oldest first) loaded in
+// one query each. Orders created at the same instant come in id order. Timestamps compare at
+// the database's precision: microseconds on PostgreSQL, nanoseconds on SQLite.
+func (s *OrderStore) ListSince(ctx context.Context, tenantID string, after time.Time, limit int) ([]Order, error) {
+	q := s.db.WithContext(ctx).Where("tenant_id = ?", tenantID)
+	if !after.IsZero() {
+		// Stored times are UTC; SQLite compares them as text, so the bound must be UTC too.
+		q = q.Where("created_at > ?", after.UTC())
+	}
+	var os []Order
+	err := q.Preload("Lines", func(db *gorm.DB) *gorm.DB { return db.Order("line_no") }).
+		Preload("Payments", func(db *gorm.DB) *gorm.DB { return db.Order("created_at, id") }).
+		Order("created_at, id").Limit(limit).Find(&os).Error
+	if err != nil {
+		return nil, fmt.Errorf("list orders since: %w", err)
+	}
+	return os, nil
 }
 
 // ListForSession returns the browser session's orders in the tenant's shop, newest first.

@@ -88,6 +88,7 @@ func mountRoutes(e *echo.Echo, cfg Config, db *gorm.DB, registry *prometheus.Reg
 	(&handlers.OrdersAPI{Orders: orders,
 		Idempotent: handlers.Idempotent(keys, cfg.IdempotencyLease, handlers.OrderFingerprint, keyMetrics, withJournal, withProtections),
 	}).Routes(api)
+	(&handlers.OrdersOpsAPI{Orders: orders, Effects: effects, Journal: journal}).Routes(api)
 	(&handlers.PaymentsAPI{Ops: service,
 		CheckoutIdempotent: handlers.Idempotent(keys, cfg.IdempotencyLease, cards.CheckoutFingerprint, keyMetrics, withJournal, withProtections),
 		PaymentIdempotent:  handlers.Idempotent(keys, cfg.IdempotencyLease, cards.PaymentFingerprint, keyMetrics, withJournal, withProtections),

@@ -136,3 +136,49 @@ func adminDB(tb testing.TB) *sql.DB {
 	}
 	return admin
 }
+
+// MustOrderAt places an order of tenant for one unit of sku and sets its creation time to at,
+// so tests can lay orders out on a timeline.
+func MustOrderAt(tb testing.TB, db *gorm.DB, tenant, sku string, at time.Time) *models.Order {
+	tb.Helper()
+	o, err := models.NewOrderStore(db).Create(context.Background(), models.NewOrder{
+		TenantID: tenant, Email: "ada@example.com", Items: []models.Item{{SKU: sku, Quantity: 1}},
+		Shipping: models.Address{Name: "Ada Lovelace", Address: "1 Analytical Way", City: "London", PostalCode: "N1 9GU", Country: "GB"},
+	})
+	if err != nil {
+		tb.Fatalf("place order: %v", err)
+	}
+	if err := db.Model(&models.Order{}).Where("id = ?", o.ID).Update("created_at", at.UTC()).Error; err != nil {
+		tb.Fatalf("set order time: %v", err)
+	}
+	o.CreatedAt = at.UTC()
+	return o
+}
+
+// MustSettledPayment records a payment of o and settles it with status (failed, succeeded or
+// refunded), moving the order along as the payment operation would. A succeeded payment gets a
+// made-up gateway charge id.
+func MustSettledPayment(tb testing.TB, db *gorm.DB, o *models.Order, status, declineCode string) *models.Payment {
+	tb.Helper()
+	var p *models.Payment
+	err := db.Transaction(func(tx *gorm.DB) error {
+		cur, err := models.GetOrderTx(tx, o.ID)
+		if err != nil {
+			return err
+		}
+		if p, err = models.CreatePaymentTx(tx, models.NewPayment{TenantID: o.TenantID, Order: cur,
+			PaymentMethodID: "pm_test", CardLast4: "4242", CardBrand: "visa"}); err != nil {
+			return err
+		}
+		charge := ""
+		if status != models.PaymentFailed {
+			charge = models.NewID("ch")
+		}
+		_, err = models.SettlePaymentTx(tx, p.ID, status, charge, declineCode)
+		return err
+	})
+	if err != nil {
+		tb.Fatalf("pay order %s: %v", o.ID, err)
+	}
+	return p
+}
