@@ -119,7 +119,7 @@ func (c *labClient) play(ctx context.Context, st *labStack, step lab.Step) error
 		}
 		for _, k := range c.usedKeys() {
 			c.recordAs(models.ActorShop, "reaper", k[0], k[1], fmt.Sprintf(
-				"reaped: the retention has passed; %d completed key(s) and their stored answers are deleted", n))
+				"reaped: the retention has passed; %d completed key(s) and their stored answers are deleted", n.Keys))
 		}
 	case step.Wait > 0:
 		select {
