@@ -16,10 +16,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"os"
-	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -48,7 +46,7 @@ func runLab(ctx context.Context, args []string, stdout io.Writer) error {
 		return runLabShop(ctx, args[1:], stdout) // a crash scenario's shop (lab_process.go)
 	}
 	if len(args) == 0 || (args[0] != "run" && args[0] != "list") {
-		return errors.New("usage: shop lab list | shop lab run [--json] [--database-url URL] [scenario …]")
+		return errors.New("usage: shop lab list | shop lab run [--json] [--database-url URL | --shop URL [--gateway URL]] [scenario …]")
 	}
 	if args[0] == "list" {
 		w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
@@ -66,8 +64,17 @@ func runLab(ctx context.Context, args []string, stdout io.Writer) error {
 	fs.SetOutput(stdout)
 	asJSON := fs.Bool("json", false, "print the results as JSON")
 	dbURL := fs.String("database-url", "", "run on this PostgreSQL database; empty uses a fresh embedded SQLite database per run")
+	shopURL := fs.String("shop", "", "run against this running shop instead (protected runs only), e.g. http://127.0.0.1:8080")
+	gatewayURL := fs.String("gateway", "http://127.0.0.1:8081", "with --shop: the running shop's fake gateway")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
+	}
+	var running *labStack
+	if *shopURL != "" {
+		var err error
+		if running, err = runningShop(*shopURL, *gatewayURL, os.Getenv); err != nil {
+			return err
+		}
 	}
 	scenarios := lab.Scenarios
 	if fs.NArg() > 0 {
@@ -83,6 +90,21 @@ func runLab(ctx context.Context, args []string, stdout io.Writer) error {
 	var results []lab.Result
 	failed := 0
 	for _, s := range scenarios {
+		if running != nil {
+			if why := needsLabStack(s); why != "" {
+				fmt.Fprintf(os.Stderr, "lab: %s skipped: %s\n", s.Name, why)
+				continue
+			}
+			if !*asJSON {
+				fmt.Fprintf(os.Stderr, "lab: %s (protected, against %s)…\n", s.Name, running.shop)
+			}
+			r := runScenarioOnShop(ctx, s, running)
+			if !r.OK {
+				failed++
+			}
+			results = append(results, r)
+			continue
+		}
 		for _, mode := range []lab.Mode{lab.Protected, lab.Unprotected} {
 			if !*asJSON {
 				fmt.Fprintf(os.Stderr, "lab: %s (%s)…\n", s.Name, mode)
@@ -93,6 +115,9 @@ func runLab(ctx context.Context, args []string, stdout io.Writer) error {
 			}
 			results = append(results, r)
 		}
+	}
+	if running != nil && len(results) == 0 {
+		return errors.New("lab: no scenario can run against a running shop")
 	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
@@ -146,52 +171,113 @@ func runScenario(ctx context.Context, s lab.Scenario, mode lab.Mode, databaseURL
 		r.Database = models.Postgres
 	}
 	var p payments.Protections
-	client := labClient{sameKey: true}
+	sameKey := true
 	if mode == lab.Unprotected {
 		r.Off = s.Switch
 		if s.Switch == payments.SwitchClientSameKey {
-			client.sameKey = false // a client behaviour: the server keeps every protection
+			sameKey = false // a client behaviour: the server keeps every protection
 		} else {
 			p.Off = s.Switch
 		}
 	}
-	err := func() error {
-		start := func() (*labStack, error) { return startLabStack(ctx, databaseURL, p, logw) }
-		if s.CrashAt != "" {
-			start = func() (*labStack, error) { return startCrashStack(ctx, databaseURL, p, s.CrashAt, logw) }
-		}
-		st, err := start()
-		if err != nil {
-			return err
-		}
-		defer st.stop()
-		client.shop, client.apiKeys, client.http = st.shop, st.apiKeys, st.http
-		client.journal = models.NewJournalStore(st.db, slog.New(slog.DiscardHandler))
-		client.runID = models.NewID("run")
-		client.answers, client.sent = map[string]map[string]bool{}, map[string]bool{}
-		since := time.Now().UTC().Add(-time.Millisecond)
-		for _, step := range s.Steps {
-			if err := client.play(ctx, st, step); err != nil {
-				return err
-			}
-		}
-		st.settle(ctx, since)
-		r.Checks, r.Timeline, err = st.evaluate(ctx, s, since, client.answers)
-		return err
-	}()
+	start := func() (*labStack, error) { return startLabStack(ctx, databaseURL, p, logw) }
+	if s.CrashAt != "" {
+		start = func() (*labStack, error) { return startCrashStack(ctx, databaseURL, p, s.CrashAt, logw) }
+	}
+	st, err := start()
 	if err != nil {
 		r.Err = err.Error()
+	} else {
+		defer st.stop()
+		playAndJudge(ctx, s, st, sameKey, &r)
 	}
 	r.Took = time.Since(began)
 	lab.Judge(s, &r)
 	return r
 }
 
-// labStack is a running shop with its in-process gateway.
+// runScenarioOnShop runs s with every protection on against a shop that is already running
+// (`lab run --shop URL`): a production shop has no switches, so there is no unprotected run.
+func runScenarioOnShop(ctx context.Context, s lab.Scenario, st *labStack) lab.Result {
+	began := time.Now()
+	r := lab.Result{Scenario: s.Name, Mode: lab.Protected, Shop: st.shop}
+	playAndJudge(ctx, s, st, true, &r)
+	// Leave no armed fault behind for the shop's real traffic.
+	if req, err := http.NewRequestWithContext(ctx, http.MethodDelete, st.gateway+"/_control/faults", nil); err == nil {
+		if res, err := st.http.Do(req); err == nil {
+			res.Body.Close()
+		}
+	}
+	r.Took = time.Since(began)
+	lab.Judge(s, &r)
+	return r
+}
+
+// playAndJudge plays s's steps against st with a fresh client, lets background work settle
+// and fills r's invariants and timeline.
+func playAndJudge(ctx context.Context, s lab.Scenario, st *labStack, sameKey bool, r *lab.Result) {
+	client := &labClient{shop: st.shop, apiKeys: st.apiKeys, http: st.http, sameKey: sameKey,
+		runID: models.NewID("run"), answers: map[string]map[string]bool{}, sent: map[string]bool{}}
+	since := time.Now().UTC().Add(-time.Millisecond)
+	err := func() error {
+		for _, step := range s.Steps {
+			if err := client.play(ctx, st, step); err != nil {
+				return err
+			}
+		}
+		st.settle(ctx, since)
+		var err error
+		r.Checks, r.Timeline, err = st.evaluate(ctx, s, since, client)
+		return err
+	}()
+	if err != nil {
+		r.Err = err.Error()
+	}
+}
+
+// runningShop is the stack of `lab run --shop URL`: a shop someone started, with its
+// gateway. The API keys are the shop's own setting, SHOP_API_KEYS (the demo keys unless set).
+func runningShop(shopURL, gatewayURL string, getenv func(string) string) (*labStack, error) {
+	cfg, err := loadConfig(nil, getenv, io.Discard)
+	if err != nil {
+		return nil, err
+	}
+	st := &labStack{shop: strings.TrimRight(shopURL, "/"), gateway: strings.TrimRight(gatewayURL, "/"),
+		apiKeys: cfg.APIKeys, http: &http.Client{Timeout: 30 * time.Second},
+		// Production leases and intervals: the completer may take a lease and more to step in.
+		settleWithin: 2*cfg.IdempotencyLease + cfg.CompleterInterval + 2*cfg.GatewayTimeout,
+		stop:         func() {}}
+	for _, u := range []string{st.shop + "/healthz", st.gateway + "/_control/faults"} {
+		var ignored any
+		if err := getJSON(context.Background(), st.http, u, "", &ignored); err != nil {
+			return nil, fmt.Errorf("lab: is the shop running? %w", err)
+		}
+	}
+	return st, nil
+}
+
+// needsLabStack says why s cannot run against a running shop, or "" if it can: a crash point
+// and an early reaper run need a shop the lab started itself.
+func needsLabStack(s lab.Scenario) string {
+	if s.CrashAt != "" {
+		return "it kills the shop at a crash point"
+	}
+	for _, step := range s.Steps {
+		if step.ExpireKeys {
+			return "it runs the reaper early, behind the shop's back"
+		}
+	}
+	return ""
+}
+
+// labStack is a running shop with its gateway: a lab stack started for one run, or a shop
+// that was already running (--shop).
 type labStack struct {
 	shop, gateway string
 	apiKeys       map[string]string
-	db            *gorm.DB // a second handle on the shop's database, to check what it holds
+	// db is a second handle on a lab stack's database, for the one thing the lab does behind
+	// the shop's back: running the reaper early (ExpireKeys). nil for a running shop.
+	db *gorm.DB
 	// http is the lab's own HTTP client. Its idle connections are closed before the stack
 	// stops: a connection dialled but never used would hold the shop's shutdown for 5s.
 	http *http.Client
@@ -199,6 +285,9 @@ type labStack struct {
 	// restart starts a crashed shop again (crash scenarios only; see lab_process.go).
 	restart func(context.Context) error
 	crashAt string
+	// settleWithin bounds the wait for background work after the steps: a lab stack's
+	// leases and intervals are short, a running shop's are production's (a 30s lease).
+	settleWithin time.Duration
 }
 
 func startLabStack(ctx context.Context, databaseURL string, p payments.Protections, logw io.Writer) (*labStack, error) {
@@ -226,7 +315,8 @@ func startLabStack(ctx context.Context, databaseURL string, p payments.Protectio
 		done <- err
 	}()
 	transport := http.DefaultTransport.(*http.Transport).Clone()
-	st := &labStack{apiKeys: cfg.APIKeys, http: &http.Client{Transport: transport, Timeout: 30 * time.Second}}
+	st := &labStack{apiKeys: cfg.APIKeys, http: &http.Client{Transport: transport, Timeout: 30 * time.Second},
+		settleWithin: 10 * time.Second}
 	ready := make(chan struct{})
 	go func() {
 		sc := bufio.NewScanner(pr)
@@ -271,164 +361,4 @@ func startLabStack(ctx context.Context, databaseURL string, p payments.Protectio
 		return nil, err
 	}
 	return st, nil
-}
-
-// settle waits, at most 10s, until the gateway has no webhook delivery left to make, no
-// operation of the run is left in progress (the completer finishes abandoned ones once their
-// lease runs out) and every paid order of the run has its receipt, then a little longer for
-// stragglers (duplicates).
-func (st *labStack) settle(ctx context.Context, since time.Time) {
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) && ctx.Err() == nil {
-		var d struct {
-			Deliveries []struct{ Status string } `json:"deliveries"`
-		}
-		pending := 0
-		if err := getJSON(st.http, st.gateway+"/_control/deliveries", &d); err == nil {
-			for _, x := range d.Deliveries {
-				if x.Status == "pending" {
-					pending++
-				}
-			}
-		}
-		var unreceipted int64
-		st.db.WithContext(ctx).Model(&models.Order{}).
-			Where("created_at >= ? AND status = ? AND id NOT IN (?)", since, models.OrderPaid,
-				st.db.Model(&models.MailboxMessage{}).Select("order_id")).
-			Count(&unreceipted)
-		var unfinished int64
-		st.db.WithContext(ctx).Model(&models.IdempotencyRecord{}).
-			Where("created_at >= ? AND state = ?", since, models.KeyInProgress).Count(&unfinished)
-		if pending == 0 && unreceipted == 0 && unfinished == 0 {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	time.Sleep(500 * time.Millisecond) // duplicate jobs and the journal's batch writer
-}
-
-// labCharge is a gateway ledger entry, as much as the invariants need.
-type labCharge struct {
-	ID       string            `json:"id"`
-	Status   string            `json:"status"`
-	Metadata map[string]string `json:"metadata"`
-}
-
-// evaluate checks the invariants over the orders created since the run began, and returns
-// their journal as the timeline.
-func (st *labStack) evaluate(ctx context.Context, s lab.Scenario, since time.Time, answers map[string]map[string]bool) ([]lab.Check, []lab.Row, error) {
-	var ledger struct{ Charges []labCharge }
-	if err := getJSON(st.http, st.gateway+"/_control/ledger", &ledger); err != nil {
-		return nil, nil, fmt.Errorf("read the gateway ledger: %w", err)
-	}
-	var orders []models.Order
-	if err := st.db.WithContext(ctx).Where("created_at >= ?", since).Order("created_at").Find(&orders).Error; err != nil {
-		return nil, nil, fmt.Errorf("read orders: %w", err)
-	}
-	ids := make([]string, 0, len(orders))
-	for _, o := range orders {
-		ids = append(ids, o.ID)
-	}
-	var pays []models.Payment
-	if len(ids) > 0 {
-		if err := st.db.WithContext(ctx).Where("order_id IN ?", ids).Find(&pays).Error; err != nil {
-			return nil, nil, fmt.Errorf("read payments: %w", err)
-		}
-	}
-	receipts, _, err := models.NewSideEffectStore(st.db).CountByOrder(ctx, ids)
-	if err != nil {
-		return nil, nil, err
-	}
-
-	moneyMoved := func(c labCharge) bool { return c.Status == "succeeded" || c.Status == "refunded" }
-	chargesOf, chargedPayment := map[string]int{}, map[string]bool{}
-	total := 0
-	for _, c := range ledger.Charges {
-		if moneyMoved(c) {
-			chargesOf[c.Metadata["order_id"]]++
-			chargedPayment[c.Metadata["payment_id"]] = true
-		}
-	}
-	maxCharges := 0
-	for _, id := range ids {
-		maxCharges = max(maxCharges, chargesOf[id])
-		total += chargesOf[id]
-	}
-	maxOrders := 0
-	for _, set := range answers {
-		maxOrders = max(maxOrders, len(set))
-	}
-	paid, badReceipts := 0, []string{}
-	for _, o := range orders {
-		if o.Status == models.OrderPaid {
-			paid++
-			if receipts[o.ID] != 1 {
-				badReceipts = append(badReceipts, fmt.Sprintf("%d", receipts[o.ID]))
-			}
-		}
-	}
-	var behind []string
-	for _, p := range pays {
-		if chargedPayment[p.ID] && p.Status != models.PaymentSucceeded && p.Status != models.PaymentRefunded {
-			behind = append(behind, p.Status)
-		}
-	}
-
-	checks := []lab.Check{
-		{Invariant: lab.ChargesPerOrder, Holds: maxCharges <= 1,
-			Detail: fmt.Sprintf("at most %d succeeded charge(s) on one order, %d in all (want ≤ 1 per order)", maxCharges, total)},
-		{Invariant: lab.OrdersPerKey, Holds: maxOrders <= 1,
-			Detail: fmt.Sprintf("at most %d order(s) answered under one key (want ≤ 1)", maxOrders)},
-		{Invariant: lab.PaidOrders, Holds: paid == s.PaidOrders,
-			Detail: fmt.Sprintf("%d paid order(s) of %d created (want %d)", paid, len(orders), s.PaidOrders)},
-		{Invariant: lab.ReceiptsPerPaidOrder, Holds: len(badReceipts) == 0,
-			Detail: receiptDetail(paid, badReceipts)},
-		{Invariant: lab.StatusMatchesGateway, Holds: len(behind) == 0,
-			Detail: statusDetail(behind)},
-	}
-
-	journal := models.NewJournalStore(st.db, nil)
-	var rows []lab.Row
-	seen := map[int64]bool{} // orders sharing a key share that key's events: show each once
-	for _, id := range ids {
-		evs, err := journal.ForOrder(ctx, id)
-		if err != nil {
-			return nil, nil, err
-		}
-		for _, ev := range evs {
-			if seen[ev.ID] {
-				continue
-			}
-			seen[ev.ID] = true
-			rows = append(rows, lab.Row{At: ev.At, Actor: ev.Actor, Kind: ev.Kind, Key: ev.IdempotencyKey, Order: ev.OrderID, Detail: ev.Detail})
-		}
-	}
-	sort.SliceStable(rows, func(i, j int) bool { return rows[i].At.Before(rows[j].At) })
-	return checks, rows, nil
-}
-
-func receiptDetail(paid int, bad []string) string {
-	if len(bad) == 0 {
-		return fmt.Sprintf("each of %d paid order(s) has one receipt", paid)
-	}
-	return fmt.Sprintf("%d paid order(s) with receipts %s (want 1 each)", len(bad), strings.Join(bad, ", "))
-}
-
-func statusDetail(behind []string) string {
-	if len(behind) == 0 {
-		return "every payment charged at the gateway shows succeeded"
-	}
-	return fmt.Sprintf("%d payment(s) charged at the gateway show %s (want succeeded)", len(behind), strings.Join(behind, ", "))
-}
-
-func getJSON(client *http.Client, url string, v any) error {
-	res, err := client.Get(url)
-	if err != nil {
-		return err
-	}
-	defer res.Body.Close()
-	if res.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %d", url, res.StatusCode)
-	}
-	return json.NewDecoder(res.Body).Decode(v)
 }

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
@@ -36,13 +37,13 @@ type labClient struct {
 	answers map[string]map[string]bool // tenant/key → order ids the answers named
 	sent    map[string]bool            // tenant/key of every request sent
 	tab     *labTab                    // the storefront tab of Browser steps, once opened
-
-	// journal records the client's own attempts and the answers it got: the client lane of
-	// the timeline. The shop cannot write those; only the client knows what it sent and saw.
-	journal *models.JournalStore
+	// events are the client's own attempts and the answers it got, and what the lab did to
+	// the stack (a crash, a reaper run): the lanes of the timeline that the shop cannot
+	// journal, because only the client knows what it sent and saw.
+	events []lab.Row
 }
 
-// record notes a client event under tenant/key, if the client keeps a journal.
+// record notes a client event under tenant/key.
 func (c *labClient) record(tenant, key, detail string) {
 	c.recordAs(models.ActorClient, "attempt", tenant, key, detail)
 }
@@ -50,10 +51,23 @@ func (c *labClient) record(tenant, key, detail string) {
 // recordAs notes an event the lab itself brought about (a crash, a reaper run) under
 // tenant/key, so that the timeline shows it where it happened.
 func (c *labClient) recordAs(actor, kind, tenant, key, detail string) {
-	if c.journal != nil {
-		c.journal.Record(context.Background(), models.JournalEvent{TenantID: tenant, IdempotencyKey: key,
-			Actor: actor, Kind: kind, Detail: detail})
-	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.events = append(c.events, lab.Row{At: time.Now().UTC(), Actor: actor, Kind: kind, Key: key, Detail: detail})
+}
+
+// rows returns a copy of the client's events.
+func (c *labClient) rows() []lab.Row {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]lab.Row(nil), c.events...)
+}
+
+// answerSets returns, per tenant/key, the order ids the answers under it named.
+func (c *labClient) answerSets() map[string]map[string]bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.answers)
 }
 
 // usedKeys lists the tenant/key pairs the client has sent so far.

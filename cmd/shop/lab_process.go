@@ -111,7 +111,7 @@ func startCrashStack(ctx context.Context, databaseURL string, p payments.Protect
 
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	st := &labStack{shop: "http://" + shopAddr, gateway: gatewayURL, apiKeys: cfg.APIKeys,
-		http: &http.Client{Transport: transport, Timeout: 30 * time.Second}}
+		http: &http.Client{Transport: transport, Timeout: 30 * time.Second}, settleWithin: 10 * time.Second}
 	st.stop = func() {
 		if st.db != nil {
 			models.Close(st.db)

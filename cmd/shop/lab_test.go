@@ -1,8 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"io"
+	"net/http"
+	"strings"
 	"testing"
 
 	"checkoutlab/models"
@@ -70,5 +74,41 @@ func TestJudge(t *testing.T) {
 				t.Errorf("got ok=%v (%s), want %v", r.OK, r.Verdict, c.want)
 			}
 		})
+	}
+}
+
+// TestLabAgainstRunningShop: `lab run --shop URL` plays scenarios against a shop someone
+// started, judges them through its HTTP views, and skips what needs a lab stack of its own.
+func TestLabAgainstRunningShop(t *testing.T) {
+	st := MustStartShop(t, models.SQLite, map[string]string{"GATEWAY_TIMEOUT": "1s"})
+	var out bytes.Buffer
+	err := runLab(context.Background(), []string{"run", "--json", "--shop", st.Shop, "--gateway", st.Gateway,
+		"lost_response", "webhook_before_response", "crash_before_response", "retry_after_retention"}, &out)
+	if err != nil {
+		t.Fatalf("lab run --shop: %v\n%s", err, out.String())
+	}
+	var results []lab.Result
+	if err := json.Unmarshal(out.Bytes(), &results); err != nil {
+		t.Fatalf("decode %q: %v", out.String(), err)
+	}
+	var ran []string
+	for _, r := range results {
+		ran = append(ran, r.Scenario)
+		if !r.OK || r.Mode != lab.Protected || r.Shop != st.Shop || len(r.Timeline) == 0 {
+			t.Errorf("%s: got ok=%v mode=%s shop=%q, %d timeline rows (%s), want a protected run against %s, ok, with a timeline",
+				r.Scenario, r.OK, r.Mode, r.Shop, len(r.Timeline), r.Verdict, st.Shop)
+		}
+	}
+	if got, want := strings.Join(ran, ","), "lost_response,webhook_before_response"; got != want {
+		t.Errorf("ran %s, want %s (a crash point and an early reaper need a lab stack)", got, want)
+	}
+	var armed struct{ Faults []any }
+	res, err := http.Get(st.Gateway + "/_control/faults")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if err := json.NewDecoder(res.Body).Decode(&armed); err != nil || len(armed.Faults) > 0 {
+		t.Errorf("got armed faults %v (%v) after the runs, want none left for the shop's real traffic", armed.Faults, err)
 	}
 }

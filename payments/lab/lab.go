@@ -353,7 +353,8 @@ type Result struct {
 	Scenario string          `json:"scenario"`
 	Mode     Mode            `json:"mode"`
 	Off      payments.Switch `json:"protection_off,omitempty"`
-	Database string          `json:"database"`
+	Database string          `json:"database,omitempty"`
+	Shop     string          `json:"shop,omitempty"` // a run against a running shop (--shop)
 	Checks   []Check         `json:"invariants"`
 	Timeline []Row           `json:"timeline"`
 	OK       bool            `json:"ok"`

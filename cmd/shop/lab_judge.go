@@ -1,0 +1,214 @@
+package main
+
+// How the lab judges a run: only through what the shop and the gateway show over HTTP — the
+// gateway's ledger (where money moved), the shop's orders with their payments, receipts and
+// shipments (GET /api/v1/orders), and each order's journal (GET /api/v1/orders/{id}/events).
+// These are the views an operator has, so the same judge works for a lab stack and for a shop
+// that was already running.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"net/http"
+	"net/url"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"checkoutlab/models"
+	"checkoutlab/payments/lab"
+)
+
+// labOrder is an order as GET /api/v1/orders shows it, as much as the invariants need.
+type labOrder struct {
+	ID       string `json:"id"`
+	Status   string `json:"status"`
+	Payments []struct {
+		ID              string  `json:"id"`
+		Status          string  `json:"status"`
+		GatewayChargeID *string `json:"gateway_charge_id"`
+	} `json:"payments"`
+	Receipts int `json:"receipts"`
+
+	tenant string
+}
+
+// labCharge is a gateway ledger entry, as much as the invariants need.
+type labCharge struct {
+	ID       string            `json:"id"`
+	Status   string            `json:"status"`
+	Metadata map[string]string `json:"metadata"`
+}
+
+// settle waits, at most st.settleWithin, until background work is done: the gateway has no
+// webhook delivery left to make, no payment of the run is still waiting for someone (a retry,
+// the completer) to find out what the gateway did, and every paid order has its receipt. Then
+// it waits a little longer for stragglers (duplicates).
+func (st *labStack) settle(ctx context.Context, since time.Time) {
+	deadline := time.Now().Add(st.settleWithin)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		var d struct {
+			Deliveries []struct{ Status string } `json:"deliveries"`
+		}
+		busy := 0
+		if err := getJSON(ctx, st.http, st.gateway+"/_control/deliveries", "", &d); err != nil {
+			busy++
+		}
+		for _, x := range d.Deliveries {
+			if x.Status == "pending" {
+				busy++
+			}
+		}
+		orders, err := st.ordersSince(ctx, since)
+		if err != nil {
+			busy++
+		}
+		for _, o := range orders {
+			if o.Status == models.OrderPaid && o.Receipts == 0 {
+				busy++
+			}
+			for _, p := range o.Payments {
+				// Pending with no charge recorded: the outcome is still to be found out.
+				if p.Status == models.PaymentPending && p.GatewayChargeID == nil {
+					busy++
+				}
+			}
+		}
+		if busy == 0 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(500 * time.Millisecond) // duplicate jobs and the journal's batch writer
+}
+
+// ordersSince lists every tenant's orders created since the run began.
+func (st *labStack) ordersSince(ctx context.Context, since time.Time) ([]labOrder, error) {
+	var all []labOrder
+	for _, tenant := range slices.Sorted(maps.Keys(st.apiKeys)) {
+		var page struct{ Data []labOrder }
+		q := url.Values{"created_after": {since.UTC().Format(time.RFC3339Nano)}, "limit": {"500"}}
+		if err := getJSON(ctx, st.http, st.shop+"/api/v1/orders?"+q.Encode(), st.apiKeys[tenant], &page); err != nil {
+			return nil, fmt.Errorf("list %s's orders: %w", tenant, err)
+		}
+		for _, o := range page.Data {
+			o.tenant = tenant
+			all = append(all, o)
+		}
+	}
+	return all, nil
+}
+
+// evaluate checks the invariants over the orders created since the run began, and returns
+// their journals, with the client's own events, as the timeline.
+func (st *labStack) evaluate(ctx context.Context, s lab.Scenario, since time.Time, client *labClient) ([]lab.Check, []lab.Row, error) {
+	var ledger struct{ Charges []labCharge }
+	if err := getJSON(ctx, st.http, st.gateway+"/_control/ledger", "", &ledger); err != nil {
+		return nil, nil, fmt.Errorf("read the gateway ledger: %w", err)
+	}
+	orders, err := st.ordersSince(ctx, since)
+	if err != nil {
+		return nil, nil, err
+	}
+
+	moneyMoved := func(c labCharge) bool { return c.Status == "succeeded" || c.Status == "refunded" }
+	chargesOf, chargedPayment := map[string]int{}, map[string]bool{}
+	for _, c := range ledger.Charges {
+		if moneyMoved(c) {
+			chargesOf[c.Metadata["order_id"]]++
+			chargedPayment[c.Metadata["payment_id"]] = true
+		}
+	}
+	maxCharges, total := 0, 0
+	for _, o := range orders {
+		maxCharges = max(maxCharges, chargesOf[o.ID])
+		total += chargesOf[o.ID]
+	}
+	maxOrders := 0
+	for _, set := range client.answerSets() {
+		maxOrders = max(maxOrders, len(set))
+	}
+	paid, badReceipts := 0, []string{}
+	var behind []string
+	for _, o := range orders {
+		if o.Status == models.OrderPaid {
+			paid++
+			if o.Receipts != 1 {
+				badReceipts = append(badReceipts, fmt.Sprintf("%d", o.Receipts))
+			}
+		}
+		for _, p := range o.Payments {
+			if chargedPayment[p.ID] && p.Status != models.PaymentSucceeded && p.Status != models.PaymentRefunded {
+				behind = append(behind, p.Status)
+			}
+		}
+	}
+
+	checks := []lab.Check{
+		{Invariant: lab.ChargesPerOrder, Holds: maxCharges <= 1,
+			Detail: fmt.Sprintf("at most %d succeeded charge(s) on one order, %d in all (want ≤ 1 per order)", maxCharges, total)},
+		{Invariant: lab.OrdersPerKey, Holds: maxOrders <= 1,
+			Detail: fmt.Sprintf("at most %d order(s) answered under one key (want ≤ 1)", maxOrders)},
+		{Invariant: lab.PaidOrders, Holds: paid == s.PaidOrders,
+			Detail: fmt.Sprintf("%d paid order(s) of %d created (want %d)", paid, len(orders), s.PaidOrders)},
+		{Invariant: lab.ReceiptsPerPaidOrder, Holds: len(badReceipts) == 0,
+			Detail: receiptDetail(paid, badReceipts)},
+		{Invariant: lab.StatusMatchesGateway, Holds: len(behind) == 0,
+			Detail: statusDetail(behind)},
+	}
+
+	rows := client.rows()
+	seen := map[string]bool{} // orders sharing a key share that key's events: show each once
+	for _, o := range orders {
+		var events struct{ Data []lab.Row }
+		if err := getJSON(ctx, st.http, st.shop+"/api/v1/orders/"+o.ID+"/events", st.apiKeys[o.tenant], &events); err != nil {
+			return nil, nil, fmt.Errorf("read the journal of %s: %w", o.ID, err)
+		}
+		for _, ev := range events.Data {
+			id := ev.At.String() + ev.Actor + ev.Kind + ev.Detail
+			if !seen[id] {
+				seen[id] = true
+				rows = append(rows, ev)
+			}
+		}
+	}
+	sort.SliceStable(rows, func(i, j int) bool { return rows[i].At.Before(rows[j].At) })
+	return checks, rows, nil
+}
+
+func receiptDetail(paid int, bad []string) string {
+	if len(bad) == 0 {
+		return fmt.Sprintf("each of %d paid order(s) has one receipt", paid)
+	}
+	return fmt.Sprintf("%d paid order(s) with receipts %s (want 1 each)", len(bad), strings.Join(bad, ", "))
+}
+
+func statusDetail(behind []string) string {
+	if len(behind) == 0 {
+		return "every payment charged at the gateway shows succeeded"
+	}
+	return fmt.Sprintf("%d payment(s) charged at the gateway show %s (want succeeded)", len(behind), strings.Join(behind, ", "))
+}
+
+// getJSON GETs url (with apiKey as its Bearer token, if set) and decodes a 200 answer into v.
+func getJSON(ctx context.Context, client *http.Client, url, apiKey string, v any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	if apiKey != "" {
+		req.Header.Set("Authorization", "Bearer "+apiKey)
+	}
+	res, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %d", url, res.StatusCode)
+	}
+	return json.NewDecoder(res.Body).Decode(v)
+}
