@@ -2,11 +2,15 @@ package main
 
 // The failure lab's runner and CLI. A run starts a fresh shop and gateway in this process —
 // through start(), the same wiring as `go run ./cmd/shop` — with every protection on, or with
-// the scenario's one protection off, plays the scenario's steps over HTTP, lets background
-// work settle and checks the invariants against the gateway's ledger and the shop's database.
+// the scenario's one protection off, plays the scenario's steps over HTTP (lab_client.go),
+// lets background work settle and checks the invariants through the gateway's ledger and the
+// shop's own views (lab_judge.go). A crash scenario runs its shop as a child process that
+// really dies (lab_process.go). With --shop, the protected runs go to a shop that is already
+// running instead.
 //
 //	go run ./cmd/shop lab list
 //	go run ./cmd/shop lab run [--json] [--database-url postgres://…] [scenario …]
+//	go run ./cmd/shop lab run --shop http://127.0.0.1:8080 [--gateway URL] [scenario …]
 
 import (
 	"bufio"

@@ -15,9 +15,9 @@ import (
 	"checkoutlab/payments/lab"
 )
 
-// TestLabPage runs the lost-response scenario from the browser against the real program:
-// with the protection off the double charge is reproduced, with it on it is prevented, and
-// each result page draws the run's journal.
+// TestLabPage runs the lost-response scenario and a crash scenario from the browser against
+// the real program: with the protection off the double charge is reproduced, with it on it is
+// prevented, and each result page draws the run's journal.
 func TestLabPage(t *testing.T) {
 	st := MustStartShop(t, models.SQLite, fastEnv)
 	jar, _ := cookiejar.New(nil)
@@ -46,20 +46,26 @@ func TestLabPage(t *testing.T) {
 	if cat.Find(`[data-testid="lab-scenario"]`).Length() != len(lab.Scenarios) || csrf == "" {
 		t.Fatalf("got %d scenarios and csrf %q, want every scenario and a token", cat.Find(`[data-testid="lab-scenario"]`).Length(), csrf)
 	}
-	for _, tc := range []struct{ mode, verdict string }{
-		{"unprotected", "reproduced"},
-		{"protected", "prevented"},
+	// A crash scenario from the browser: the shop runs the lab's shop as its own child process.
+	for _, tc := range []struct{ scenario, mode, verdict, shows string }{
+		{"lost_response", "unprotected", "reproduced", "payment_outcome_unknown"},
+		{"lost_response", "protected", "prevented", "found the charge"},
+		{"crash_after_gateway_charge", "unprotected", "reproduced", "SIGKILL"},
+		{"crash_after_gateway_charge", "protected", "prevented", "SIGKILL"},
 	} {
-		doc := page(client.PostForm(st.Shop+"/lab/lost_response/run", url.Values{"_csrf": {csrf}, "mode": {tc.mode}}))
+		doc := page(client.PostForm(st.Shop+"/lab/"+tc.scenario+"/run", url.Values{"_csrf": {csrf}, "mode": {tc.mode}}))
 		verdict := doc.Find(`[data-testid="lab-verdict"]`)
 		if !strings.HasPrefix(verdict.Text(), tc.verdict) || verdict.AttrOr("data-ok", "") != "true" {
-			t.Errorf("%s: got verdict %q, want %q…", tc.mode, verdict.Text(), tc.verdict)
+			t.Errorf("%s %s: got verdict %q, want %q…", tc.scenario, tc.mode, verdict.Text(), tc.verdict)
 		}
 		if n := doc.Find(`svg [data-testid="lab-timeline-event"]`).Length(); n == 0 {
-			t.Errorf("%s: the timeline has no event", tc.mode)
+			t.Errorf("%s %s: the timeline has no event", tc.scenario, tc.mode)
 		}
 		if n := doc.Find(`[data-testid="lab-check"]`).Length(); n == 0 {
-			t.Errorf("%s: no invariant rows", tc.mode)
+			t.Errorf("%s %s: no invariant rows", tc.scenario, tc.mode)
+		}
+		if !strings.Contains(doc.Text(), tc.shows) {
+			t.Errorf("%s %s: the result page does not show %q", tc.scenario, tc.mode, tc.shows)
 		}
 		if tok := doc.Find(`input[name=_csrf]`).First().AttrOr("value", ""); tok != "" {
 			csrf = tok

@@ -6,6 +6,9 @@
 //	go run ./cmd/shop lab list   the failure lab's scenarios
 //	go run ./cmd/shop lab run [--json] [--database-url URL] [scenario …]
 //	                             run scenarios with protection on and off (see lab.go)
+//	go run ./cmd/shop lab run --shop URL [--gateway URL] [scenario …]
+//	                             run them, protected, against a shop that is already running
+//	shop lab shop [--off SWITCH] a crash scenario's shop; the lab starts it (lab_process.go)
 package main
 
 import (
