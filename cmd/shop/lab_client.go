@@ -15,6 +15,7 @@ import (
 	"net/http/cookiejar"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -152,54 +153,71 @@ func (c *labClient) checkout(ctx context.Context, ch lab.Checkout) {
 		tenant = "acme"
 	}
 	body := labCheckoutBody(ch)
-	send := func(key string) (int, map[string]any, error) { return c.post(ctx, tenant, key, body) }
+	send := func(key string) labAnswer { return c.post(ctx, tenant, key, body) }
 	if ch.Browser {
 		tab, err := c.openTab(ctx, tenant, ch)
 		if err != nil {
 			c.record(tenant, c.runID+"-"+ch.Key, "could not open the storefront: "+err.Error())
 			return
 		}
-		send = func(key string) (int, map[string]any, error) { return tab.submit(ctx, key) }
+		send = func(key string) labAnswer { return tab.submit(ctx, key) }
 	}
 	key := c.runID + "-" + ch.Key
-	c.mu.Lock()
-	c.sent[tenant+"/"+key] = true
-	c.mu.Unlock()
 	for attempt := 1; attempt <= 25 && ctx.Err() == nil; attempt++ {
+		c.mu.Lock()
+		c.sent[tenant+"/"+key] = true
+		c.mu.Unlock()
 		c.record(tenant, key, fmt.Sprintf("sent attempt %d with key %s", attempt, key))
-		status, answer, err := send(key)
-		c.record(tenant, key, answerDetail(status, answer, err))
-		if err == nil && (status < 300 || status == http.StatusPaymentRequired) {
-			c.note(tenant, key, answer)
+		a := send(key)
+		c.record(tenant, key, answerDetail(a.status, a.body, a.err))
+		if a.err == nil && (a.status < 300 || a.status == http.StatusPaymentRequired) {
+			c.note(tenant, key, a.body)
 		}
-		final := err == nil && status < 500 && (status != http.StatusConflict ||
-			answer["error"] != "idempotency_request_in_progress" && answer["error"] != "idempotency_lease_lost")
+		final := a.err == nil && a.status < 500 && (a.status != http.StatusConflict ||
+			a.body["error"] != "idempotency_request_in_progress" && a.body["error"] != "idempotency_lease_lost")
 		if final || !ch.Retry {
 			return
 		}
-		time.Sleep(300 * time.Millisecond)
+		// Back off as the shop asks (Retry-After), within 0.3–2 s.
+		time.Sleep(min(max(a.retryAfter, 300*time.Millisecond), 2*time.Second))
 		if !c.sameKey {
 			key = fmt.Sprintf("%s-%s-retry-%d", c.runID, ch.Key, attempt) // the client's bug
 		}
 	}
 }
 
-func (c *labClient) post(ctx context.Context, tenant, key string, body []byte) (int, map[string]any, error) {
+// labAnswer is what one request got: an answer, or err for none (a lost connection).
+type labAnswer struct {
+	status     int
+	body       map[string]any
+	retryAfter time.Duration
+	err        error
+}
+
+// answerOf reads res into a labAnswer.
+func answerOf(res *http.Response) labAnswer {
+	a := labAnswer{status: res.StatusCode}
+	_ = json.NewDecoder(res.Body).Decode(&a.body)
+	if secs, err := strconv.Atoi(res.Header.Get("Retry-After")); err == nil {
+		a.retryAfter = time.Duration(secs) * time.Second
+	}
+	return a
+}
+
+func (c *labClient) post(ctx context.Context, tenant, key string, body []byte) labAnswer {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.shop+"/api/v1/checkout", bytes.NewReader(body))
 	if err != nil {
-		return 0, nil, err
+		return labAnswer{err: err}
 	}
 	req.Header.Set("Authorization", "Bearer "+c.apiKeys[tenant])
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", key)
 	res, err := c.http.Do(req)
 	if err != nil {
-		return 0, nil, err // a lost answer, for the client
+		return labAnswer{err: err} // a lost answer, for the client
 	}
 	defer res.Body.Close()
-	var answer map[string]any
-	_ = json.NewDecoder(res.Body).Decode(&answer)
-	return res.StatusCode, answer, nil
+	return answerOf(res)
 }
 
 // note records which order an answer under tenant/key named.
@@ -280,23 +298,21 @@ func (c *labClient) openTab(ctx context.Context, tenant string, ch lab.Checkout)
 	return t, nil
 }
 
-// submit posts the checkout form under key and decodes the JSON answer.
-func (t *labTab) submit(ctx context.Context, key string) (int, map[string]any, error) {
+// submit posts the checkout form under key and reads the JSON answer.
+func (t *labTab) submit(ctx context.Context, key string) labAnswer {
 	form := url.Values{}
 	for k, v := range t.form {
 		form[k] = v
 	}
 	form.Set("idempotency_key", key)
-	var status int
-	var answer map[string]any
-	body, err := t.do(ctx, http.MethodPost, t.shop+"/shop/"+t.tenant+"/checkout", form, func(res *http.Response) {
-		status = res.StatusCode
+	var a labAnswer
+	_, err := t.do(ctx, http.MethodPost, t.shop+"/shop/"+t.tenant+"/checkout", form, func(res *http.Response) {
+		a = answerOf(res)
 	}, "Idempotency-Key", key, "Accept", "application/json")
 	if err != nil {
-		return 0, nil, err
+		return labAnswer{err: err}
 	}
-	_ = json.Unmarshal(body, &answer)
-	return status, answer, nil
+	return a
 }
 
 // do sends one storefront request (a form post if form is set) and returns the body; seen,
