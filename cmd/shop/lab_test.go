@@ -14,13 +14,16 @@ import (
 	"checkoutlab/payments/lab"
 )
 
-// TestLab runs every scenario of the failure lab both ways, on each database, one after the
-// other: with every protection on, every invariant must hold; with the scenario's protection
-// off, its invariant must break (or, for a boundary scenario, still hold). Each run is a fresh
-// stack started through start(), the wiring `go run ./cmd/shop` uses.
+// TestLab runs every scenario of the failure lab both ways, on each database: with every
+// protection on, every invariant must hold; with the scenario's protection off, its invariant
+// must break (or, for a boundary scenario, still hold). Each run is a fresh stack started
+// through start(), the wiring `go run ./cmd/shop` uses, or, for a crash scenario, a child
+// process that really dies. The two databases run side by side; the runs of one database run
+// one after the other, since most of a run is waiting (leases, webhook delays).
 func TestLab(t *testing.T) {
 	for _, dialect := range []string{models.SQLite, models.Postgres} {
 		t.Run(dialect, func(t *testing.T) {
+			t.Parallel()
 			for _, s := range lab.Scenarios {
 				for _, mode := range []lab.Mode{lab.Protected, lab.Unprotected} {
 					t.Run(s.Name+"/"+string(mode), func(t *testing.T) {
