@@ -39,7 +39,8 @@ var Switches = []Switch{SwitchServerIdempotency, SwitchAtomicReservation, Switch
 
 // Protections says which protection mechanisms are on. The zero value has every one on, which
 // is what production always runs: `go run ./cmd/shop` has no way to turn one off. Only the
-// failure lab builds a stack with Off set, to show what that one mechanism prevents.
+// failure lab's own commands build a stack with Off set, to show what that one mechanism
+// prevents, and such a stack says so loudly in its log.
 type Protections struct {
 	// Off is the one mechanism turned off ("" for none).
 	Off Switch

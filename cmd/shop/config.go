@@ -40,8 +40,9 @@ type Config struct {
 
 	publicURLDefaulted bool // SHOP_PUBLIC_URL was not given: follow the real listen address
 
-	// protections is all on. No variable or flag sets it: only the failure lab's runner
-	// (lab.go) builds a stack with one protection off.
+	// protections is all on. No variable or flag of `serve` sets it: only the failure lab
+	// builds a stack with one protection off — in its own process (lab.go), or as the child
+	// process of a crash scenario, `shop lab shop --off SWITCH` (lab_process.go).
 	protections payments.Protections
 }
 

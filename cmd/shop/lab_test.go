@@ -42,15 +42,24 @@ func TestLab(t *testing.T) {
 	}
 }
 
-// TestProductionHasEveryProtection: no variable or flag can turn a protection off.
+// TestProductionHasEveryProtection: no variable or flag of `serve` turns a protection off;
+// only the lab's own `lab shop --off` does.
 func TestProductionHasEveryProtection(t *testing.T) {
-	env := map[string]string{"PROTECTIONS": "off", "LAB_SWITCH": "server_idempotency"}
+	env := map[string]string{"PROTECTIONS": "off", "LAB_SWITCH": "server_idempotency", "OFF": "server_idempotency"}
 	cfg, err := loadConfig(nil, func(k string) string { return env[k] }, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if cfg.protections.Off != "" {
 		t.Errorf("got protection %q off, want every protection on", cfg.protections.Off)
+	}
+	for _, flag := range []string{"--off", "--protection-off", "--lab-switch"} {
+		if _, err := loadConfig([]string{flag, "server_idempotency"}, func(string) string { return "" }, io.Discard); err == nil {
+			t.Errorf("serve accepted %s, want no flag that turns a protection off", flag)
+		}
+	}
+	if err := runLabShop(context.Background(), []string{"--off", "no_such_switch"}, io.Discard); err == nil {
+		t.Errorf("lab shop accepted an unknown switch, want an error")
 	}
 }
 
