@@ -159,7 +159,8 @@ const (
 
 // LabTimeline turns a run's journal into the sequence diagram's view model and the rows of
 // the table beside it. Times are milliseconds since the first event; an event in another lane
-// than the one before it gets an arrow from there.
+// than the one before it gets an arrow from there, unless one of them is something done to
+// the shop (a crash, a reaper run) rather than a message.
 func LabTimeline(rows []lab.Row) (pages.LabDiagram, []pages.LabRow) {
 	lanes := append([]string(nil), LabLanes...)
 	laneOf := map[string]int{}
@@ -192,13 +193,19 @@ func LabTimeline(rows []lab.Row) (pages.LabDiagram, []pages.LabRow) {
 		lane := laneOf[r.Actor]
 		ev := pages.LabEvent{Y: labHeadH + i*labRowH + labRowH/2, X: centre(lane), Lane: lane,
 			Actor: r.Actor, Time: ms, Kind: r.Kind, Detail: shorten(r.Detail, labDetailN), Title: r.Kind + ": " + r.Detail}
+		message := r.Kind != models.JournalCrash && r.Kind != models.JournalReaper
+		if !message {
+			prev = -1
+		}
 		if prev >= 0 && prev != lane {
 			ev.Arrow, ev.FromX, ev.ToX = true, centre(prev), ev.X-9 // the head stops at the dot
 			if ev.FromX > ev.X {
 				ev.ToX = ev.X + 9
 			}
 		}
-		prev = lane
+		if message {
+			prev = lane
+		}
 		d.Events = append(d.Events, ev)
 		table = append(table, pages.LabRow{Time: ms, Actor: r.Actor, Kind: r.Kind, Key: r.Key, Order: r.Order, Detail: r.Detail})
 	}

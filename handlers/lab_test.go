@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"checkoutlab/handlers"
+	"checkoutlab/models"
 	"checkoutlab/payments"
 	"checkoutlab/payments/lab"
 )
@@ -210,5 +212,29 @@ func TestLabRunOneAtATime(t *testing.T) {
 	close(runner.hold)
 	if got := <-status; got != http.StatusSeeOther {
 		t.Errorf("the first run: got %d, want 303", got)
+	}
+}
+
+// TestLabTimelineArrows: a message between lanes gets an arrow; a crash (done to the shop, not
+// sent to it) gets none, and the event after it starts afresh.
+func TestLabTimelineArrows(t *testing.T) {
+	at := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
+	rows := []lab.Row{
+		{At: at, Actor: models.ActorClient, Kind: "attempt", Detail: "sent attempt 1"},
+		{At: at.Add(time.Millisecond), Actor: models.ActorShop, Kind: models.JournalReservation, Detail: "reserved"},
+		{At: at.Add(2 * time.Millisecond), Actor: models.ActorShop, Kind: models.JournalCrash, Detail: "killed"},
+		{At: at.Add(3 * time.Millisecond), Actor: models.ActorClient, Kind: "attempt", Detail: "no answer"},
+		{At: at.Add(4 * time.Millisecond), Actor: models.ActorShop, Kind: models.JournalReservation, Detail: "in_progress"},
+	}
+	d, table := handlers.LabTimeline(rows)
+	var got []bool
+	for _, ev := range d.Events {
+		got = append(got, ev.Arrow)
+	}
+	if want := []bool{false, true, false, false, true}; !slices.Equal(got, want) {
+		t.Errorf("got arrows %v, want %v", got, want)
+	}
+	if len(table) != len(rows) || table[2].Time != "2 ms" {
+		t.Errorf("got table %+v, want %d rows timed from the first event", table, len(rows))
 	}
 }

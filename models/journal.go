@@ -34,6 +34,9 @@ const (
 	JournalShipment      = "shipment"    // outbox delivery: delivered or deduplicated
 	JournalClaim         = "claim"       // the completer took over an abandoned operation
 	JournalCompleted     = "completion"  // what the completer's attempt came to
+	// Things done to the shop rather than by it; the failure lab records them in its runs.
+	JournalCrash  = "crash"  // the process was killed at a crash point
+	JournalReaper = "reaper" // the reaper deleted completed keys
 )
 
 // JournalEvent is one line of an operation's journal. Empty IdempotencyKey, OrderID and

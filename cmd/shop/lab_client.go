@@ -122,7 +122,7 @@ func (c *labClient) play(ctx context.Context, st *labStack, step lab.Step) error
 			return err
 		}
 		for _, k := range c.usedKeys() {
-			c.recordAs(models.ActorShop, "crash", k[0], k[1], fmt.Sprintf(
+			c.recordAs(models.ActorShop, models.JournalCrash, k[0], k[1], fmt.Sprintf(
 				"killed: the shop process died (SIGKILL) at the crash point %s; a new process started on the same database", st.crashAt))
 		}
 	case step.ExpireKeys:
@@ -133,7 +133,7 @@ func (c *labClient) play(ctx context.Context, st *labStack, step lab.Step) error
 			return fmt.Errorf("expire keys: %w", err)
 		}
 		for _, k := range c.usedKeys() {
-			c.recordAs(models.ActorShop, "reaper", k[0], k[1], fmt.Sprintf(
+			c.recordAs(models.ActorShop, models.JournalReaper, k[0], k[1], fmt.Sprintf(
 				"reaped: the retention has passed; %d completed key(s) and their stored answers are deleted", n.Keys))
 		}
 	case step.Wait > 0:
