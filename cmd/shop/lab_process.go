@@ -173,9 +173,10 @@ func (c *childShop) start(ctx context.Context, crashAt string) error {
 	c.cmd, c.done = cmd, done
 	c.mu.Unlock()
 
+	probe := &http.Client{Timeout: 2 * time.Second}
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
-		if res, err := http.Get("http://" + c.addr + "/healthz"); err == nil {
+		if res, err := probe.Get("http://" + c.addr + "/healthz"); err == nil {
 			res.Body.Close()
 			if res.StatusCode == http.StatusOK {
 				return nil
