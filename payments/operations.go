@@ -283,7 +283,8 @@ func (s *Service) finish(ctx context.Context, key Key, endpoint, paymentID, stat
 				return err
 			}
 			// Only the writer that moved the payment enqueues its side effects: a webhook
-			// that got there first already did. Without dedupe (the lab), every writer does.
+			// that got there first already did. LAB ONLY: without webhook_dedupe, every
+			// writer that sees it succeeded does.
 			enqueue := t.Moved || !s.Protections.On(SwitchWebhookDedupe)
 			if enqueue && t.Payment.Status == models.PaymentSucceeded {
 				if err := s.Outbox.EnqueueSideEffectsTx(tx, t.Order); err != nil {

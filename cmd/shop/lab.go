@@ -4,7 +4,7 @@ package main
 // through start(), the same wiring as `go run ./cmd/shop` — with every protection on, or with
 // the scenario's one protection off, plays the scenario's steps over HTTP (lab_client.go),
 // lets background work settle and checks the invariants through the gateway's ledger and the
-// shop's own views (lab_judge.go). A crash scenario runs its shop as a child process that
+// shop's own views, over HTTP (lab_judge.go). A crash scenario runs its shop as a child process that
 // really dies (lab_process.go). With --shop, the protected runs go to a shop that is already
 // running instead.
 //
@@ -229,7 +229,7 @@ func playAndJudge(ctx context.Context, s lab.Scenario, st *labStack, sameKey boo
 				return err
 			}
 		}
-		st.settle(ctx, since)
+		st.settle(ctx, since, client.email())
 		var err error
 		r.Checks, r.Timeline, err = st.evaluate(ctx, s, since, client)
 		return err

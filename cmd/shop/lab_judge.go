@@ -26,6 +26,7 @@ import (
 type labOrder struct {
 	ID       string `json:"id"`
 	Status   string `json:"status"`
+	Email    string `json:"email"`
 	Payments []struct {
 		ID              string  `json:"id"`
 		Status          string  `json:"status"`
@@ -44,25 +45,28 @@ type labCharge struct {
 }
 
 // settle waits, at most st.settleWithin, until background work is done: the gateway has no
-// webhook delivery left to make, no payment of the run is still waiting for someone (a retry,
-// the completer) to find out what the gateway did, and every paid order has its receipt. Then
-// it waits a little longer for stragglers (duplicates).
-func (st *labStack) settle(ctx context.Context, since time.Time) {
+// webhook delivery left to make (of those made since the run began), no payment of the run is
+// still waiting for someone (a retry, the completer) to find out what the gateway did, and
+// every paid order has its receipt. Then it waits a little longer for stragglers (duplicates).
+func (st *labStack) settle(ctx context.Context, since time.Time, email string) {
 	deadline := time.Now().Add(st.settleWithin)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		var d struct {
-			Deliveries []struct{ Status string } `json:"deliveries"`
+			Deliveries []struct {
+				Status  string    `json:"status"`
+				Created time.Time `json:"created_at"`
+			} `json:"deliveries"`
 		}
 		busy := 0
 		if err := getJSON(ctx, st.http, st.gateway+"/_control/deliveries", "", &d); err != nil {
 			busy++
 		}
 		for _, x := range d.Deliveries {
-			if x.Status == "pending" {
+			if x.Status == "pending" && !x.Created.Before(since) {
 				busy++
 			}
 		}
-		orders, err := st.ordersSince(ctx, since)
+		orders, err := st.ordersSince(ctx, since, email)
 		if err != nil {
 			busy++
 		}
@@ -85,8 +89,9 @@ func (st *labStack) settle(ctx context.Context, since time.Time) {
 	time.Sleep(500 * time.Millisecond) // duplicate jobs and the journal's batch writer
 }
 
-// ordersSince lists every tenant's orders created since the run began.
-func (st *labStack) ordersSince(ctx context.Context, since time.Time) ([]labOrder, error) {
+// ordersSince lists the run's orders: every tenant's orders created since the run began for
+// the run's customer, email.
+func (st *labStack) ordersSince(ctx context.Context, since time.Time, email string) ([]labOrder, error) {
 	var all []labOrder
 	for _, tenant := range slices.Sorted(maps.Keys(st.apiKeys)) {
 		var page struct{ Data []labOrder }
@@ -95,8 +100,10 @@ func (st *labStack) ordersSince(ctx context.Context, since time.Time) ([]labOrde
 			return nil, fmt.Errorf("list %s's orders: %w", tenant, err)
 		}
 		for _, o := range page.Data {
-			o.tenant = tenant
-			all = append(all, o)
+			if o.Email == email {
+				o.tenant = tenant
+				all = append(all, o)
+			}
 		}
 	}
 	return all, nil
@@ -109,7 +116,7 @@ func (st *labStack) evaluate(ctx context.Context, s lab.Scenario, since time.Tim
 	if err := getJSON(ctx, st.http, st.gateway+"/_control/ledger", "", &ledger); err != nil {
 		return nil, nil, fmt.Errorf("read the gateway ledger: %w", err)
 	}
-	orders, err := st.ordersSince(ctx, since)
+	orders, err := st.ordersSince(ctx, since, client.email())
 	if err != nil {
 		return nil, nil, err
 	}

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"checkoutlab/models"
 	"checkoutlab/models/modelstest"
@@ -91,11 +93,40 @@ func TestJudge(t *testing.T) {
 
 // TestLabAgainstRunningShop: `lab run --shop URL` plays scenarios against a shop someone
 // started, judges them through its HTTP views, and skips what needs a lab stack of its own.
+// Other customers keep buying meanwhile: their orders must not count as the run's.
 func TestLabAgainstRunningShop(t *testing.T) {
 	st := MustStartShop(t, models.SQLite, map[string]string{"GATEWAY_TIMEOUT": "1s"})
+	stop := make(chan struct{})
+	others := make(chan int)
+	go func() {
+		n := 0
+		defer func() { others <- n }()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(300 * time.Millisecond):
+			}
+			body := labCheckoutBody(lab.Checkout{}, "someone@example.com")
+			req, _ := http.NewRequest(http.MethodPost, st.Shop+"/api/v1/checkout", bytes.NewReader(body))
+			req.Header.Set("Authorization", "Bearer sk_test_acme")
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Idempotency-Key", fmt.Sprintf("another-customer-%d", i))
+			if res, err := http.DefaultClient.Do(req); err == nil {
+				res.Body.Close()
+				if res.StatusCode == http.StatusCreated {
+					n++
+				}
+			}
+		}
+	}()
 	var out bytes.Buffer
 	err := runLab(context.Background(), []string{"run", "--json", "--shop", st.Shop, "--gateway", st.Gateway,
 		"lost_response", "webhook_before_response", "crash_before_response", "retry_after_retention"}, &out)
+	close(stop)
+	if n := <-others; n == 0 {
+		t.Errorf("no other customer's checkout went through during the runs, want some to show they are not counted")
+	}
 	if err != nil {
 		t.Fatalf("lab run --shop: %v\n%s", err, out.String())
 	}

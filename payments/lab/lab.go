@@ -13,8 +13,8 @@ import (
 	"checkoutlab/payments"
 )
 
-// Invariants, each checked from the gateway's ledger (where money moved) and the shop's
-// database after the run's background work has settled.
+// Invariants, each checked from the gateway's ledger (where money moved) and the shop's own
+// views of its orders (GET /api/v1/orders) after the run's background work has settled.
 const (
 	// ChargesPerOrder: no order has more than one succeeded charge at the gateway.
 	ChargesPerOrder = "charges_per_order"
@@ -156,7 +156,7 @@ var Scenarios = []Scenario{
 	{
 		Name: "crash_after_key_reserved", Title: "Process crash after the key is reserved",
 		RealLife:  "The shop process dies (an OOM kill, a deploy, a lost machine) just after it reserved the key, before it wrote anything else. The client's connection drops; it retries.",
-		Mechanism: "The key's lease: the dead owner stops renewing it, and after one lease the retry takes the key over. Nothing else was written, so the operation starts from the beginning. Without server idempotency the retry also just runs as new: harmless here, because nothing had happened yet. That is the boundary.",
+		Mechanism: "The key's lease: the dead owner stops renewing it, and after one lease the key is free again. The completer drops the unstarted operation (or the retry takes the key over), and the retry runs it from the beginning: nothing else was written. Without server idempotency the retry also just runs as new: harmless here, because nothing had happened yet. That is the boundary.",
 		Switch:    payments.SwitchServerIdempotency, Breaks: "", PaidOrders: 1,
 		CrashAt: payments.CrashAfterKeyReserved,
 		Links:   []string{"models/idempotency.go", "payments/crash.go", "docs/failure-modes.md"},
@@ -165,7 +165,7 @@ var Scenarios = []Scenario{
 	{
 		Name: "crash_after_order_created", Title: "Process crash after the order is created",
 		RealLife:  "The shop dies after it committed the order and its pending payment, before it called the gateway. The client retries.",
-		Mechanism: "The recovery point: the order, the pending payment and payment_created commit together, linked to the key. The retry (or the completer) resumes there: it asks the gateway, charges once, and answers with the same order. Without server idempotency the retry places a second order and pays it, and the first order is charged too when its abandoned operation is resumed.",
+		Mechanism: "The recovery point: the order, the pending payment and payment_created commit together, linked to the key. Once the dead owner's lease has run out, the completer (or the retry, whichever comes first) resumes there: it asks the gateway and charges once; the retry gets that order. Without server idempotency the retry places a second order and pays it, and the first order is charged too when its abandoned operation is resumed.",
 		Switch:    payments.SwitchServerIdempotency, Breaks: PaidOrders, PaidOrders: 1,
 		CrashAt: payments.CrashAfterOrderCreated,
 		Links:   []string{"payments/operations.go", "payments/completer.go", "docs/idempotency.md"},
@@ -174,7 +174,7 @@ var Scenarios = []Scenario{
 	{
 		Name: "crash_after_gateway_charge", Title: "Process crash after the gateway charged",
 		RealLife:  "The gateway charged the card and answered, and the shop died before it wrote the answer down. Only the gateway knows the money moved.",
-		Mechanism: "The derived gateway key, recorded before the call: the resumed operation asks the gateway under <payment id>:charge, finds the charge and records it. With a fresh key per attempt, the lookup finds nothing and the card is charged again.",
+		Mechanism: "The derived gateway key, recorded before the call: the operation, resumed after the lease by the completer or the retry, asks the gateway under <payment id>:charge, finds the charge and records it. With a fresh key per attempt, the lookup finds nothing and the card is charged again.",
 		Switch:    payments.SwitchDerivedGatewayKey, Breaks: ChargesPerOrder, PaidOrders: 1,
 		CrashAt: payments.CrashAfterGatewayCharge,
 		Links:   []string{"payments/operations.go", "payments/gateway.go", "docs/failure-modes.md"},
@@ -258,7 +258,7 @@ var Scenarios = []Scenario{
 	{
 		Name: "retry_after_retention", Title: "A retry after the key's retention",
 		RealLife:  "A tab left open for days submits the same checkout again, with the same key, after the shop has deleted the key: completed keys are kept for 24 hours, then reaped.",
-		Mechanism: "Past its retention a key protects nothing: the shop has forgotten it and sees a new request. What still protects this checkout is business state: the cart became an order, so a second checkout of it is refused (409 cart_converted). An API client has no cart and no such guard, which is why retention must outlast every client's retries.",
+		Mechanism: "Past its retention a key protects nothing: the shop has forgotten it and sees a new request. What still protects this checkout is business state: the cart became an order, so a second checkout of it is refused (409 cart_already_converted). An API client has no cart and no such guard, which is why retention must outlast every client's retries.",
 		Switch:    payments.SwitchServerIdempotency, Breaks: "", PaidOrders: 1,
 		Links: []string{"payments/reaper.go", "handlers/shop_payment.go", "docs/idempotency.md"},
 		Steps: []Step{
@@ -304,7 +304,8 @@ var Scenarios = []Scenario{
 
 // crashSteps are the steps of a crash scenario: a checkout whose connection dies with the
 // shop, a restart, and the client's retry with the same key. The retry waits (409, in
-// progress) until the dead owner's lease has run out.
+// progress) until the dead owner's lease has run out; by then the completer has often
+// resumed the operation, and the retry gets its stored answer.
 func crashSteps(key string) []Step {
 	return []Step{
 		checkout(Checkout{Key: key}), // no answer: the shop dies mid-request
