@@ -70,6 +70,11 @@ type JobsConfig struct {
 	// PollInterval is how often workers look for new jobs (SQLite has no LISTEN/NOTIFY, and
 	// database/sql does not give River one on PostgreSQL either). Default 200ms.
 	PollInterval time.Duration
+	// RescueAfter is how long a job may stay running before River's rescuer runs it again:
+	// a job that a process had fetched when it died stays "running" until then. A job's own
+	// timeout is half of it. Every job here is safe to run twice (the receiving side dedupes),
+	// so this can be short. Default 1 minute; River's own default is over an hour.
+	RescueAfter time.Duration
 }
 
 // NewJobs builds the job queue client; Start runs its workers.
@@ -86,15 +91,20 @@ func NewJobs(cfg JobsConfig) (*Jobs, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
+	rescueAfter := cfg.RescueAfter
+	if rescueAfter <= 0 {
+		rescueAfter = time.Minute
+	}
 	client, err := river.NewClient(drv, &river.Config{
-		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 4}},
-		Workers:           cfg.Workers,
-		PeriodicJobs:      cfg.Periodic,
-		FetchPollInterval: poll,
-		FetchCooldown:     poll / 4,
-		MaxAttempts:       25,
-		JobTimeout:        time.Minute,
-		Logger:            logger,
+		Queues:               map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 4}},
+		Workers:              cfg.Workers,
+		PeriodicJobs:         cfg.Periodic,
+		FetchPollInterval:    poll,
+		FetchCooldown:        poll / 4,
+		MaxAttempts:          25,
+		JobTimeout:           rescueAfter / 2,
+		RescueStuckJobsAfter: rescueAfter,
+		Logger:               logger,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("job queue: %w", err)

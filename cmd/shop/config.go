@@ -34,6 +34,7 @@ type Config struct {
 	JournalRetention     time.Duration
 	GatewayTimeout       time.Duration
 	CompleterInterval    time.Duration
+	JobRescueAfter       time.Duration
 	CrashAt              string
 	APIKeys              map[string]string // tenant id → API key, for seeding the demo
 	LogLevel             string
@@ -55,7 +56,7 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (Co
 		return def
 	}
 	var cfg Config
-	var lease, retention, journalRetention, gwTimeout, completer, apiKeys string
+	var lease, retention, journalRetention, gwTimeout, completer, jobRescue, apiKeys string
 	fs := flag.NewFlagSet("shop", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&cfg.ShopAddr, "addr", env("SHOP_ADDR", "127.0.0.1:8080"), "listen address of the shop (SHOP_ADDR)")
@@ -70,6 +71,7 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (Co
 	fs.StringVar(&journalRetention, "journal-retention", env("JOURNAL_RETENTION", "720h"), "how long journal events are kept (JOURNAL_RETENTION)")
 	fs.StringVar(&gwTimeout, "gateway-timeout", env("GATEWAY_TIMEOUT", "10s"), "client timeout for calls to the gateway (GATEWAY_TIMEOUT)")
 	fs.StringVar(&completer, "completer-interval", env("COMPLETER_INTERVAL", "5s"), "how often the completer looks for abandoned operations (COMPLETER_INTERVAL)")
+	fs.StringVar(&jobRescue, "job-rescue-after", env("JOB_RESCUE_AFTER", "1m"), "how long a side-effect job taken by a process that died waits before it runs again (JOB_RESCUE_AFTER)")
 	fs.StringVar(&cfg.CrashAt, "crash-at", env("SHOP_CRASH_AT", ""), "crash point for failure drills (SHOP_CRASH_AT)")
 	fs.StringVar(&apiKeys, "api-keys", env("SHOP_API_KEYS", "acme=sk_test_acme,globex=sk_test_globex"), "demo API keys as tenant=key,… used when seeding (SHOP_API_KEYS)")
 	fs.StringVar(&cfg.LogLevel, "log-level", env("LOG_LEVEL", "info"), "debug, info, warn or error (LOG_LEVEL)")
@@ -94,6 +96,9 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (Co
 		return cfg, err
 	}
 	if cfg.CompleterInterval, err = positiveDuration("COMPLETER_INTERVAL", completer); err != nil {
+		return cfg, err
+	}
+	if cfg.JobRescueAfter, err = positiveDuration("JOB_RESCUE_AFTER", jobRescue); err != nil {
 		return cfg, err
 	}
 	if err := checkAddr("SHOP_ADDR", cfg.ShopAddr); err != nil {

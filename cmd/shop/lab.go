@@ -41,6 +41,7 @@ var labEnv = map[string]string{
 	"GATEWAY_TIMEOUT":    "1s",
 	"IDEMPOTENCY_LEASE":  "2s",
 	"COMPLETER_INTERVAL": "200ms",
+	"JOB_RESCUE_AFTER":   "4s", // a receipt job taken by a killed shop runs again soon
 	"LOG_LEVEL":          "warn",
 }
 
@@ -149,8 +150,14 @@ func printResults(w io.Writer, results []lab.Result) {
 			}
 		}
 		inv := "all hold"
-		if len(broken) > 0 {
+		switch {
+		case r.Err != "":
+			inv = "–" // the run failed before anything could be checked
+		case len(broken) > 0:
 			inv = "BROKEN " + strings.Join(broken, "; ")
+		}
+		if r.Unsettled != "" {
+			inv += " (still unsettled " + r.Unsettled + ")"
 		}
 		mark := "ok"
 		if !r.OK {
@@ -229,7 +236,7 @@ func playAndJudge(ctx context.Context, s lab.Scenario, st *labStack, sameKey boo
 				return err
 			}
 		}
-		st.settle(ctx, since, client.email())
+		r.Unsettled = st.settle(ctx, since, client.email())
 		var err error
 		r.Checks, r.Timeline, err = st.evaluate(ctx, s, since, client)
 		return err
@@ -286,8 +293,9 @@ type labStack struct {
 	// stops: a connection dialled but never used would hold the shop's shutdown for 5s.
 	http *http.Client
 	stop func()
-	// restart starts a crashed shop again (crash scenarios only; see lab_process.go).
-	restart func(context.Context) error
+	// restart waits for a crashed shop to have died and starts it again; it returns when the
+	// shop died (crash scenarios only; see lab_process.go).
+	restart func(context.Context) (time.Time, error)
 	crashAt string
 	// settleWithin bounds the wait for background work after the steps: a lab stack's
 	// leases and intervals are short, a running shop's are production's (a 30s lease).
@@ -312,11 +320,14 @@ func startLabStack(ctx context.Context, databaseURL string, p payments.Protectio
 
 	ctx, cancel := context.WithCancel(ctx)
 	pr, pw := io.Pipe()
-	done := make(chan error, 1)
+	// done is closed when start returns, with its error in startErr: stop and the wait for
+	// readiness both watch it.
+	done := make(chan struct{})
+	var startErr error
 	go func() {
-		err := start(ctx, "serve", cfg, pw)
+		startErr = start(ctx, "serve", cfg, pw)
 		pw.CloseWithError(io.EOF)
-		done <- err
+		close(done)
 	}()
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	st := &labStack{apiKeys: cfg.APIKeys, http: &http.Client{Transport: transport, Timeout: 30 * time.Second},
@@ -353,9 +364,9 @@ func startLabStack(ctx context.Context, databaseURL string, p payments.Protectio
 	}
 	select {
 	case <-ready:
-	case err := <-done:
+	case <-done:
 		st.stop()
-		return nil, fmt.Errorf("lab stack ended before listening: %v", err)
+		return nil, fmt.Errorf("lab stack ended before listening: %v", startErr)
 	case <-time.After(30 * time.Second):
 		st.stop()
 		return nil, errors.New("lab stack did not start within 30s")

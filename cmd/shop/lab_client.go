@@ -52,9 +52,14 @@ func (c *labClient) record(tenant, key, detail string) {
 // recordAs notes an event the lab itself brought about (a crash, a reaper run) under
 // tenant/key, so that the timeline shows it where it happened.
 func (c *labClient) recordAs(actor, kind, tenant, key, detail string) {
+	c.recordAt(time.Now().UTC(), actor, kind, tenant, key, detail)
+}
+
+// recordAt notes an event that happened at a known time.
+func (c *labClient) recordAt(at time.Time, actor, kind, tenant, key, detail string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.events = append(c.events, lab.Row{At: time.Now().UTC(), Actor: actor, Kind: kind, Key: key, Detail: detail})
+	c.events = append(c.events, lab.Row{At: at, Actor: actor, Kind: kind, Key: key, Detail: detail})
 }
 
 // rows returns a copy of the client's events.
@@ -108,22 +113,35 @@ func (c *labClient) play(ctx context.Context, st *labStack, step lab.Step) error
 			return fmt.Errorf("arm fault %v: %d %s", step.Fault, res.StatusCode, body)
 		}
 	case step.Checkout != nil:
+		copies := max(step.Checkout.Copies, 1)
+		last := make([]labAnswer, copies)
 		var wg sync.WaitGroup
-		for range max(step.Checkout.Copies, 1) {
+		for i := range copies {
 			wg.Add(1)
-			go func() { defer wg.Done(); c.checkout(ctx, *step.Checkout) }()
+			go func() { defer wg.Done(); last[i] = c.checkout(ctx, *step.Checkout) }()
 		}
 		wg.Wait()
+		if want := step.Checkout.Expect; want != "" {
+			for _, a := range last {
+				if got, _ := a.body["error"].(string); got != want {
+					return fmt.Errorf("checkout %s: the last answer was %s, want %s", step.Checkout.Key,
+						answerDetail(a.status, a.body, a.err), want)
+				}
+			}
+		}
 	case step.Restart:
 		if st.restart == nil {
 			return errors.New("a Restart step needs a crash scenario's stack")
 		}
-		if err := st.restart(ctx); err != nil {
+		died, err := st.restart(ctx)
+		if err != nil {
 			return err
 		}
 		for _, k := range c.usedKeys() {
-			c.recordAs(models.ActorShop, models.JournalCrash, k[0], k[1], fmt.Sprintf(
-				"killed: the shop process died (SIGKILL) at the crash point %s; a new process started on the same database", st.crashAt))
+			c.recordAt(died, models.ActorShop, models.JournalCrash, k[0], k[1], fmt.Sprintf(
+				"killed: the shop process died (SIGKILL) at the crash point %s", st.crashAt))
+			c.recordAs(models.ActorShop, models.JournalCrash, k[0], k[1],
+				"restarted: a new shop process is up on the same database, without the crash point")
 		}
 	case step.ExpireKeys:
 		// The real reaper, with the clock moved past the retention: every completed key goes.
@@ -131,6 +149,9 @@ func (c *labClient) play(ctx context.Context, st *labStack, step lab.Step) error
 		n, err := reaper.RunOnce(ctx)
 		if err != nil {
 			return fmt.Errorf("expire keys: %w", err)
+		}
+		if n.Keys == 0 {
+			return errors.New("expire keys: the reaper deleted no key, so the retry would not be past the retention")
 		}
 		for _, k := range c.usedKeys() {
 			c.recordAs(models.ActorShop, models.JournalReaper, k[0], k[1], fmt.Sprintf(
@@ -146,8 +167,9 @@ func (c *labClient) play(ctx context.Context, st *labStack, step lab.Step) error
 	return nil
 }
 
-// checkout sends one checkout and, if ch.Retry, retries until a final answer.
-func (c *labClient) checkout(ctx context.Context, ch lab.Checkout) {
+// checkout sends one checkout and, if ch.Retry, retries until a final answer. It returns the
+// last answer.
+func (c *labClient) checkout(ctx context.Context, ch lab.Checkout) labAnswer {
 	tenant := ch.Tenant
 	if tenant == "" {
 		tenant = "acme"
@@ -158,17 +180,18 @@ func (c *labClient) checkout(ctx context.Context, ch lab.Checkout) {
 		tab, err := c.openTab(ctx, tenant, ch)
 		if err != nil {
 			c.record(tenant, c.runID+"-"+ch.Key, "could not open the storefront: "+err.Error())
-			return
+			return labAnswer{err: err}
 		}
 		send = func(key string) labAnswer { return tab.submit(ctx, key) }
 	}
 	key := c.runID + "-" + ch.Key
+	var a labAnswer
 	for attempt := 1; attempt <= 25 && ctx.Err() == nil; attempt++ {
 		c.mu.Lock()
 		c.sent[tenant+"/"+key] = true
 		c.mu.Unlock()
 		c.record(tenant, key, fmt.Sprintf("sent attempt %d with key %s", attempt, key))
-		a := send(key)
+		a = send(key)
 		c.record(tenant, key, answerDetail(a.status, a.body, a.err))
 		if a.err == nil && (a.status < 300 || a.status == http.StatusPaymentRequired) {
 			c.note(tenant, key, a.body)
@@ -176,7 +199,7 @@ func (c *labClient) checkout(ctx context.Context, ch lab.Checkout) {
 		final := a.err == nil && a.status < 500 && (a.status != http.StatusConflict ||
 			a.body["error"] != "idempotency_request_in_progress" && a.body["error"] != "idempotency_lease_lost")
 		if final || !ch.Retry {
-			return
+			return a
 		}
 		// Back off as the shop asks (Retry-After), within 0.3–2 s.
 		time.Sleep(min(max(a.retryAfter, 300*time.Millisecond), 2*time.Second))
@@ -184,6 +207,7 @@ func (c *labClient) checkout(ctx context.Context, ch lab.Checkout) {
 			key = fmt.Sprintf("%s-%s-retry-%d", c.runID, ch.Key, attempt) // the client's bug
 		}
 	}
+	return a
 }
 
 // labAnswer is what one request got: an answer, or err for none (a lost connection).

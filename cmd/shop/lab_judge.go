@@ -48,45 +48,51 @@ type labCharge struct {
 // webhook delivery left to make (of those made since the run began), no payment of the run is
 // still waiting for someone (a retry, the completer) to find out what the gateway did, and
 // every paid order has its receipt. Then it waits a little longer for stragglers (duplicates).
-func (st *labStack) settle(ctx context.Context, since time.Time, email string) {
+// It returns what was still going on if it stopped waiting first, or "".
+func (st *labStack) settle(ctx context.Context, since time.Time, email string) string {
 	deadline := time.Now().Add(st.settleWithin)
+	var unsettled []string
 	for time.Now().Before(deadline) && ctx.Err() == nil {
+		unsettled = unsettled[:0]
 		var d struct {
 			Deliveries []struct {
 				Status  string    `json:"status"`
 				Created time.Time `json:"created_at"`
 			} `json:"deliveries"`
 		}
-		busy := 0
 		if err := getJSON(ctx, st.http, st.gateway+"/_control/deliveries", "", &d); err != nil {
-			busy++
+			unsettled = append(unsettled, "the gateway's deliveries cannot be read: "+err.Error())
 		}
 		for _, x := range d.Deliveries {
 			if x.Status == "pending" && !x.Created.Before(since) {
-				busy++
+				unsettled = append(unsettled, "a webhook delivery is pending")
 			}
 		}
 		orders, err := st.ordersSince(ctx, since, email)
 		if err != nil {
-			busy++
+			unsettled = append(unsettled, err.Error())
 		}
 		for _, o := range orders {
 			if o.Status == models.OrderPaid && o.Receipts == 0 {
-				busy++
+				unsettled = append(unsettled, "order "+o.ID+" is paid and waits for its receipt")
 			}
 			for _, p := range o.Payments {
 				// Pending with no charge recorded: the outcome is still to be found out.
 				if p.Status == models.PaymentPending && p.GatewayChargeID == nil {
-					busy++
+					unsettled = append(unsettled, "payment "+p.ID+" is pending, its outcome not yet found out")
 				}
 			}
 		}
-		if busy == 0 {
+		if len(unsettled) == 0 {
 			break
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	time.Sleep(500 * time.Millisecond) // duplicate jobs and the journal's batch writer
+	if len(unsettled) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("after %s: %s", st.settleWithin, strings.Join(slices.Compact(unsettled), "; "))
 }
 
 // ordersSince lists the run's orders: every tenant's orders created since the run began for
@@ -121,51 +127,7 @@ func (st *labStack) evaluate(ctx context.Context, s lab.Scenario, since time.Tim
 		return nil, nil, err
 	}
 
-	moneyMoved := func(c labCharge) bool { return c.Status == "succeeded" || c.Status == "refunded" }
-	chargesOf, chargedPayment := map[string]int{}, map[string]bool{}
-	for _, c := range ledger.Charges {
-		if moneyMoved(c) {
-			chargesOf[c.Metadata["order_id"]]++
-			chargedPayment[c.Metadata["payment_id"]] = true
-		}
-	}
-	maxCharges, total := 0, 0
-	for _, o := range orders {
-		maxCharges = max(maxCharges, chargesOf[o.ID])
-		total += chargesOf[o.ID]
-	}
-	maxOrders := 0
-	for _, set := range client.answerSets() {
-		maxOrders = max(maxOrders, len(set))
-	}
-	paid, badReceipts := 0, []string{}
-	var behind []string
-	for _, o := range orders {
-		if o.Status == models.OrderPaid {
-			paid++
-			if o.Receipts != 1 {
-				badReceipts = append(badReceipts, fmt.Sprintf("%d", o.Receipts))
-			}
-		}
-		for _, p := range o.Payments {
-			if chargedPayment[p.ID] && p.Status != models.PaymentSucceeded && p.Status != models.PaymentRefunded {
-				behind = append(behind, p.Status)
-			}
-		}
-	}
-
-	checks := []lab.Check{
-		{Invariant: lab.ChargesPerOrder, Holds: maxCharges <= 1,
-			Detail: fmt.Sprintf("at most %d succeeded charge(s) on one order, %d in all (want ≤ 1 per order)", maxCharges, total)},
-		{Invariant: lab.OrdersPerKey, Holds: maxOrders <= 1,
-			Detail: fmt.Sprintf("at most %d order(s) answered under one key (want ≤ 1)", maxOrders)},
-		{Invariant: lab.PaidOrders, Holds: paid == s.PaidOrders,
-			Detail: fmt.Sprintf("%d paid order(s) of %d created (want %d)", paid, len(orders), s.PaidOrders)},
-		{Invariant: lab.ReceiptsPerPaidOrder, Holds: len(badReceipts) == 0,
-			Detail: receiptDetail(paid, badReceipts)},
-		{Invariant: lab.StatusMatchesGateway, Holds: len(behind) == 0,
-			Detail: statusDetail(behind)},
-	}
+	checks := checksOf(s, orders, ledger.Charges, client.answerSets())
 
 	rows := client.rows()
 	seen := map[string]bool{} // orders sharing a key share that key's events: show each once
@@ -186,11 +148,67 @@ func (st *labStack) evaluate(ctx context.Context, s lab.Scenario, since time.Tim
 	return checks, rows, nil
 }
 
-func receiptDetail(paid int, bad []string) string {
-	if len(bad) == 0 {
-		return fmt.Sprintf("each of %d paid order(s) has one receipt", paid)
+// checksOf checks the invariants of scenario s over the run's orders, the gateway's charges
+// and, per tenant/key, the order ids the client's answers named.
+func checksOf(s lab.Scenario, orders []labOrder, charges []labCharge, answers map[string]map[string]bool) []lab.Check {
+	moneyMoved := func(c labCharge) bool { return c.Status == "succeeded" || c.Status == "refunded" }
+	chargesOf, chargedPayment := map[string]int{}, map[string]bool{}
+	for _, c := range charges {
+		if moneyMoved(c) {
+			chargesOf[c.Metadata["order_id"]]++
+			chargedPayment[c.Metadata["payment_id"]] = true
+		}
 	}
-	return fmt.Sprintf("%d paid order(s) with receipts %s (want 1 each)", len(bad), strings.Join(bad, ", "))
+	maxCharges, total := 0, 0
+	for _, o := range orders {
+		maxCharges = max(maxCharges, chargesOf[o.ID])
+		total += chargesOf[o.ID]
+	}
+	maxOrders := 0
+	for _, set := range answers {
+		maxOrders = max(maxOrders, len(set))
+	}
+	paid, duplicated, unreceipted := 0, []string{}, 0
+	var behind []string
+	for _, o := range orders {
+		if o.Status == models.OrderPaid {
+			paid++
+			if o.Receipts > 1 {
+				duplicated = append(duplicated, fmt.Sprintf("%d", o.Receipts))
+			}
+			if o.Receipts == 0 {
+				unreceipted++
+			}
+		}
+		for _, p := range o.Payments {
+			if chargedPayment[p.ID] && p.Status != models.PaymentSucceeded && p.Status != models.PaymentRefunded {
+				behind = append(behind, p.Status)
+			}
+		}
+	}
+
+	checks := []lab.Check{
+		{Invariant: lab.ChargesPerOrder, Holds: maxCharges <= 1,
+			Detail: fmt.Sprintf("at most %d succeeded charge(s) on one order, %d in all (want ≤ 1 per order)", maxCharges, total)},
+		{Invariant: lab.OrdersPerKey, Holds: maxOrders <= 1,
+			Detail: fmt.Sprintf("at most %d order(s) answered under one key (want ≤ 1)", maxOrders)},
+		{Invariant: lab.PaidOrders, Holds: paid <= s.PaidOrders,
+			Detail: fmt.Sprintf("%d paid order(s) of %d created (want at most %d)", paid, len(orders), s.PaidOrders)},
+		{Invariant: lab.ReceiptsPerPaidOrder, Holds: len(duplicated) == 0,
+			Detail: receiptDetail(paid, duplicated)},
+		{Invariant: lab.StatusMatchesGateway, Holds: len(behind) == 0,
+			Detail: statusDetail(behind)},
+		{Invariant: lab.PurchasesComplete, Holds: paid >= s.PaidOrders && unreceipted == 0,
+			Detail: fmt.Sprintf("%d paid order(s) (want at least %d), %d of them without a receipt (want 0)", paid, s.PaidOrders, unreceipted)},
+	}
+	return checks
+}
+
+func receiptDetail(paid int, duplicated []string) string {
+	if len(duplicated) == 0 {
+		return fmt.Sprintf("no paid order (of %d) has more than one receipt", paid)
+	}
+	return fmt.Sprintf("%d paid order(s) with receipts %s (want at most 1 each)", len(duplicated), strings.Join(duplicated, ", "))
 }
 
 func statusDetail(behind []string) string {

@@ -58,9 +58,10 @@ type childShop struct {
 	off  payments.Switch
 	logw io.Writer
 
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{}
+	mu    sync.Mutex
+	cmd   *exec.Cmd
+	done  chan struct{} // closed when the process has ended, at ended
+	ended time.Time
 }
 
 // startCrashStack starts the gateway in this process and the shop as a child process that
@@ -111,7 +112,11 @@ func startCrashStack(ctx context.Context, databaseURL string, p payments.Protect
 
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	st := &labStack{shop: "http://" + shopAddr, gateway: gatewayURL, apiKeys: cfg.APIKeys,
-		http: &http.Client{Transport: transport, Timeout: 30 * time.Second}, settleWithin: 10 * time.Second}
+		http: &http.Client{Transport: transport, Timeout: 30 * time.Second},
+		// Longer than a plain stack's: a receipt job the killed shop had taken runs again only
+		// once the new shop leads the job queue (the dead leader's term lasts 15 s) and the
+		// rescuer finds it (JOB_RESCUE_AFTER).
+		settleWithin: 45 * time.Second}
 	st.stop = func() {
 		if st.db != nil {
 			models.Close(st.db)
@@ -168,7 +173,14 @@ func (c *childShop) start(ctx context.Context, crashAt string) error {
 		}
 		io.Copy(io.Discard, pr)
 	}()
-	go func() { cmd.Wait(); pw.Close(); close(done) }()
+	go func() {
+		cmd.Wait()
+		c.mu.Lock()
+		c.ended = time.Now().UTC()
+		c.mu.Unlock()
+		pw.Close()
+		close(done)
+	}()
 	c.mu.Lock()
 	c.cmd, c.done = cmd, done
 	c.mu.Unlock()
@@ -190,25 +202,31 @@ func (c *childShop) start(ctx context.Context, crashAt string) error {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
 	return errors.New("the lab shop was not ready within 30s")
 }
 
 // restart waits for the child to have died at its crash point (killed by SIGKILL, not
-// stopped), then starts it again without one.
-func (c *childShop) restart(ctx context.Context) error {
+// stopped), then starts it again without one. It returns when the child died.
+func (c *childShop) restart(ctx context.Context) (time.Time, error) {
 	c.mu.Lock()
 	cmd, done := c.cmd, c.done
 	c.mu.Unlock()
 	select {
 	case <-done:
 	case <-time.After(15 * time.Second):
-		return errors.New("the lab shop did not crash at its crash point within 15s")
+		return time.Time{}, errors.New("the lab shop did not crash at its crash point within 15s")
 	}
+	c.mu.Lock()
+	died := c.ended
+	c.mu.Unlock()
 	ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
 	if !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
-		return fmt.Errorf("the lab shop ended with %v, want killed by SIGKILL at its crash point", cmd.ProcessState)
+		return died, fmt.Errorf("the lab shop ended with %v, want killed by SIGKILL at its crash point", cmd.ProcessState)
 	}
-	return c.start(ctx, "")
+	return died, c.start(ctx, "")
 }
 
 // stop asks the child to shut down (SIGTERM) and waits for it, killing it after 15s.

@@ -65,6 +65,49 @@ func TestProductionHasEveryProtection(t *testing.T) {
 	}
 }
 
+// TestChecksDirections: the harm invariants break only on too much (a second paid order, a
+// second receipt); work that went missing breaks purchases_complete instead, which no
+// scenario's switch names, so it can never pass as a reproduced bug.
+func TestChecksDirections(t *testing.T) {
+	s, _ := lab.Find("crash_before_response") // breaks paid_orders without server idempotency
+	paid := func(id string, receipts int) labOrder {
+		return labOrder{ID: id, Status: models.OrderPaid, Receipts: receipts}
+	}
+	broken := func(checks []lab.Check) []string {
+		var names []string
+		for _, c := range checks {
+			if !c.Holds {
+				names = append(names, c.Invariant)
+			}
+		}
+		return names
+	}
+	for _, c := range []struct {
+		name       string
+		orders     []labOrder
+		wantBroken string
+		reproduces bool
+	}{
+		{"AsMeant", []labOrder{paid("o1", 1)}, "", false},
+		{"PaidTwice", []labOrder{paid("o1", 1), paid("o2", 1)}, lab.PaidOrders, true},
+		{"NothingPaid", []labOrder{{ID: "o1", Status: models.OrderPendingPayment}}, lab.PurchasesComplete, false},
+		{"ReceiptMissing", []labOrder{paid("o1", 0)}, lab.PurchasesComplete, false},
+		{"ReceiptTwice", []labOrder{paid("o1", 2)}, lab.ReceiptsPerPaidOrder, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			checks := checksOf(s, c.orders, nil, nil)
+			if got := strings.Join(broken(checks), ","); got != c.wantBroken {
+				t.Errorf("got broken %q, want %q; checks %+v", got, c.wantBroken, checks)
+			}
+			r := lab.Result{Mode: lab.Unprotected, Checks: checks}
+			lab.Judge(s, &r)
+			if r.OK != c.reproduces {
+				t.Errorf("unprotected verdict %q (ok=%v), want ok=%v", r.Verdict, r.OK, c.reproduces)
+			}
+		})
+	}
+}
+
 // TestJudge: a verdict is ok only when the run proves what the scenario claims.
 func TestJudge(t *testing.T) {
 	s, _ := lab.Find("double_click")

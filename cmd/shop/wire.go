@@ -62,7 +62,8 @@ func mountRoutes(e *echo.Echo, cfg Config, db *gorm.DB, registry *prometheus.Reg
 			&river.PeriodicJobOpts{RunOnStart: true}),
 	}
 	jobs, err := payments.NewJobs(payments.JobsConfig{DB: db, Workers: workers, Periodic: periodic,
-		Logger: slog.New(atLeast{slog.LevelWarn, logger.Handler()}).With("component", "jobs")})
+		RescueAfter: cfg.JobRescueAfter,
+		Logger:      slog.New(atLeast{slog.LevelWarn, logger.Handler()}).With("component", "jobs")})
 	if err != nil {
 		return nil, err
 	}

@@ -14,23 +14,30 @@ import (
 )
 
 // Invariants, each checked from the gateway's ledger (where money moved) and the shop's own
-// views of its orders (GET /api/v1/orders) after the run's background work has settled.
+// views of its orders (GET /api/v1/orders) after the run's background work has settled. The
+// first five each say that something did not happen too often — the harms a missing
+// protection causes, and what an unprotected run must show. The last says that what the
+// customers meant to do did happen; a protected run must hold it too, so a run where work
+// simply went missing can never pass as "prevented".
 const (
 	// ChargesPerOrder: no order has more than one succeeded charge at the gateway.
 	ChargesPerOrder = "charges_per_order"
 	// OrdersPerKey: the answers under one idempotency key (of one tenant) name one order.
 	OrdersPerKey = "orders_per_key"
-	// PaidOrders: the shop ends with exactly the paid orders the customers meant to buy.
+	// PaidOrders: no more orders are paid than the customers meant to buy.
 	PaidOrders = "paid_orders"
-	// ReceiptsPerPaidOrder: every paid order has exactly one receipt in the mailbox.
+	// ReceiptsPerPaidOrder: no paid order has more than one receipt in the mailbox.
 	ReceiptsPerPaidOrder = "receipts_per_paid_order"
 	// StatusMatchesGateway: no payment whose charge succeeded at the gateway shows another
 	// status (a status that moved back, or never moved).
 	StatusMatchesGateway = "status_matches_gateway"
+	// PurchasesComplete: at least as many orders are paid as the customers meant to buy, and
+	// every paid order has its receipt.
+	PurchasesComplete = "purchases_complete"
 )
 
 // Invariants lists them in the order a report shows them.
-var Invariants = []string{ChargesPerOrder, OrdersPerKey, PaidOrders, ReceiptsPerPaidOrder, StatusMatchesGateway}
+var Invariants = []string{ChargesPerOrder, OrdersPerKey, PaidOrders, ReceiptsPerPaidOrder, StatusMatchesGateway, PurchasesComplete}
 
 // Scenario is one failure, told and runnable.
 type Scenario struct {
@@ -62,7 +69,7 @@ type Step struct {
 	// again on the same database, without the crash point.
 	Restart bool
 	// ExpireKeys fast-forwards past the keys' retention: the reaper (the real one, the job
-	// that runs every few minutes) deletes every completed key now.
+	// periodic job, whose interval follows the retention) deletes every completed key now.
 	ExpireKeys bool
 }
 
@@ -81,6 +88,9 @@ type Checkout struct {
 	// and the checkout form posted with the key in the Idempotency-Key header. A Browser step
 	// after another one is the same tab: same session, same cart, same form.
 	Browser bool
+	// Expect, if set, is the error code the last answer must carry; the run fails otherwise.
+	// A boundary scenario uses it to show what protects it (e.g. cart_already_converted).
+	Expect string
 }
 
 const (
@@ -178,7 +188,8 @@ var Scenarios = []Scenario{
 		Switch:    payments.SwitchDerivedGatewayKey, Breaks: ChargesPerOrder, PaidOrders: 1,
 		CrashAt: payments.CrashAfterGatewayCharge,
 		Links:   []string{"payments/operations.go", "payments/gateway.go", "docs/failure-modes.md"},
-		// The webhook is late: the retry, not the webhook, must find out what happened.
+		// The webhook is late: the shop (the completer, or the retry) must find out what
+		// happened from the gateway's ledger, not from the webhook.
 		Steps: append([]Step{fault("webhook_delay", "delay_ms", 5000)}, crashSteps("crash-charged")...),
 	},
 	{
@@ -228,7 +239,7 @@ var Scenarios = []Scenario{
 		Links: []string{"payments/completer.go", "payments/operations.go", "payments/webhooks.go"},
 		Steps: []Step{
 			fault("commit_then_drop"),
-			fault("webhook_delay", "delay_ms", 4000), // after the completer (one 2s lease)
+			fault("webhook_delay", "delay_ms", 6000), // well after the completer (one 2s lease)
 			checkout(Checkout{Key: "gone"}),          // no retry: the tab is closed
 		},
 	},
@@ -264,7 +275,7 @@ var Scenarios = []Scenario{
 		Steps: []Step{
 			checkout(Checkout{Key: "old-tab", Browser: true, Retry: true}),
 			{ExpireKeys: true},
-			checkout(Checkout{Key: "old-tab", Browser: true, Retry: true}),
+			checkout(Checkout{Key: "old-tab", Browser: true, Retry: true, Expect: "cart_already_converted"}),
 		},
 	},
 	{
@@ -360,8 +371,10 @@ type Result struct {
 	Timeline []Row           `json:"timeline"`
 	OK       bool            `json:"ok"`
 	Verdict  string          `json:"verdict"`
-	Err      string          `json:"error,omitempty"` // the run itself failed
-	Took     time.Duration   `json:"took_ns"`
+	// Unsettled says what background work was still going on when the lab stopped waiting.
+	Unsettled string        `json:"unsettled,omitempty"`
+	Err       string        `json:"error,omitempty"` // the run itself failed
+	Took      time.Duration `json:"took_ns"`
 }
 
 // Judge sets the verdict of r for s: a protected run must hold every invariant; an
