@@ -133,7 +133,7 @@ func (h *LabPages) result(c echo.Context) error {
 	}
 	vm := pages.LabRunPage{Layout: h.layout(s.Title + " · lab run"), CSRF: CSRFToken(c),
 		Scenario: labScenarioCard(s), Mode: string(res.Mode), Off: string(res.Off), Database: res.Database,
-		Verdict: res.Verdict, OK: res.OK, Err: res.Err, Took: res.Took.Round(time.Millisecond).String(),
+		Verdict: res.Verdict, OK: res.OK, Err: res.Err, Unsettled: res.Unsettled, Took: res.Took.Round(time.Millisecond).String(),
 		GatewayURL: h.GatewayURL, ReconciliationURL: "/reconciliation", CatalogueURL: "/lab"}
 	if res.Mode == lab.Protected {
 		vm.ModeLabel = "protection on"

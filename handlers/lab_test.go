@@ -62,6 +62,7 @@ func (f *fakeLabRunner) Run(ctx context.Context, name string, mode lab.Mode) (la
 		Took: 2 * time.Second}
 	if mode == lab.Unprotected {
 		r.Off = payments.SwitchDerivedGatewayKey
+		r.Unsettled = "after 10s: a webhook delivery is pending"
 	}
 	for _, s := range fakeScenarios {
 		if s.Name == name {
@@ -155,6 +156,10 @@ func TestLabRun(t *testing.T) {
 		}
 		if n := doc.Find(`[data-testid="lab-timeline-row"]`).Length(); n != 4 {
 			t.Errorf("%s: got %d table rows, want 4", tc.mode, n)
+		}
+		unsettled := doc.Find(`[data-testid="lab-unsettled"]`)
+		if want := tc.mode == "unprotected"; want != (unsettled.Length() == 1) || want && !strings.Contains(unsettled.Text(), "a webhook delivery is pending") {
+			t.Errorf("%s: got unsettled note %q, want one only when the run did not settle", tc.mode, unsettled.Text())
 		}
 		if doc.Find(`a[href="/reconciliation"]`).Length() == 0 || doc.Find(`a[href="http://gateway.test"]`).Length() == 0 {
 			t.Errorf("%s: want links to the reconciliation view and the gateway", tc.mode)
