@@ -36,13 +36,14 @@ func TestJournal(t *testing.T) {
 					t.Fatalf("retry: got %d %s, want 201 with the order", a.Status, a.Raw)
 				}
 				var lines []string
-				eventually(t, 15*time.Second, "the webhook and both deliveries in the journal", func() bool {
+				eventually(t, 15*time.Second, "both webhooks and both deliveries in the journal", func() bool {
 					evs, err := journal.ForOrder(ctx, orderID)
 					if err != nil {
 						t.Fatal(err)
 					}
 					lines = journalLines(evs)
-					return hasLine(lines, "webhook delivery ") && hasLine(lines, "outbox receipt delivered") &&
+					// charge.pending and charge.succeeded are two deliveries: wait for the last.
+					return hasLine(lines, "webhook delivery no_change: charge.succeeded") && hasLine(lines, "outbox receipt delivered") &&
 						hasLine(lines, "outbox shipment delivered")
 				})
 				t.Logf("journal of %s:\n  %s", orderID, strings.Join(lines, "\n  "))
