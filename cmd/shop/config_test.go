@@ -18,7 +18,7 @@ func TestLoadConfig(t *testing.T) {
 		if cfg.ShopAddr != "127.0.0.1:8080" || cfg.GatewayAddr != "127.0.0.1:8081" || cfg.GatewayURL != "" ||
 			cfg.ShopPublicURL != "http://127.0.0.1:8080" || cfg.DataDir != "./data" || cfg.DatabaseURL != "" ||
 			cfg.IdempotencyLease != 30*time.Second || cfg.IdempotencyRetention != 24*time.Hour ||
-			cfg.JournalRetention != 30*24*time.Hour ||
+			cfg.JournalRetention != 30*24*time.Hour || cfg.JobRescueAfter != time.Minute ||
 			cfg.WebhookSecret != demoWebhookSecret || cfg.APIKeys["acme"] != "sk_test_acme" {
 			t.Errorf("got %+v, want the contract's defaults", cfg)
 		}
@@ -39,6 +39,7 @@ func TestLoadConfig(t *testing.T) {
 		"IDEMPOTENCY_LEASE":     {"IDEMPOTENCY_LEASE": "soon"},
 		"IDEMPOTENCY_RETENTION": {"IDEMPOTENCY_RETENTION": "-1h"},
 		"JOURNAL_RETENTION":     {"JOURNAL_RETENTION": "30d"},
+		"JOB_RESCUE_AFTER":      {"JOB_RESCUE_AFTER": "0s"},
 		"SHOP_ADDR":             {"SHOP_ADDR": "8080"},
 		"DATABASE_URL":          {"DATABASE_URL": "mysql://x"},
 		"SHOP_CRASH_AT":         {"SHOP_CRASH_AT": "somewhere"},
