@@ -198,3 +198,25 @@ func TestLabAgainstRunningShop(t *testing.T) {
 		t.Errorf("got armed faults %v (%v) after the runs, want none left for the shop's real traffic", armed.Faults, err)
 	}
 }
+
+// TestLabRunBadInput: a wrong scenario name or a shop that is not there is a clear error, and
+// nothing runs.
+func TestLabRunBadInput(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "no_such_scenario"}, `no scenario "no_such_scenario"`},
+		{[]string{"run", "--shop", "http://127.0.0.1:1", "double_click"}, "is the shop running?"},
+		{[]string{"walk"}, "usage: shop lab"},
+	} {
+		var out bytes.Buffer
+		err := runLab(context.Background(), c.args, &out)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("lab %v: got %v, want an error with %q", c.args, err, c.want)
+		}
+		if strings.Contains(out.String(), "SCENARIO") {
+			t.Errorf("lab %v: printed results %q, want none", c.args, out.String())
+		}
+	}
+}
