@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	_ "github.com/glebarez/go-sqlite" // the embedded SQLite the shop runs on
+	_ "github.com/glebarez/sqlite" // registers the "sqlite" database/sql driver the shop runs on
 )
 
 // TestSQLiteOrdersRebuildKeepsData: migration 00007 rebuilds the orders table on SQLite (to
