@@ -35,6 +35,7 @@ const (
 	JournalShipment      = "shipment"    // outbox delivery: delivered or deduplicated
 	JournalClaim         = "claim"       // the completer took over an abandoned operation
 	JournalCompleted     = "completion"  // what the completer's attempt came to
+	JournalExpiry        = "expiry"      // an unpaid order expired and gave its stock back
 	// Things done to the shop rather than by it; the failure lab records them in its runs.
 	JournalCrash  = "crash"  // the process was killed at a crash point
 	JournalReaper = "reaper" // the reaper deleted completed keys
