@@ -3,6 +3,7 @@ package handlers
 import (
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -136,7 +137,10 @@ func (s *Storefront) journalSection(c echo.Context, orderID string, vm *pages.Or
 		vm.JournalPage.Showing = fmt.Sprintf("events %d–%d of %d", page.Offset+1, page.Offset+len(page.Events), page.Total)
 	}
 	link := func(n int) string {
-		q := c.QueryParams()
+		q := url.Values{}
+		for k, v := range c.QueryParams() { // a copy: Echo keeps the request's own
+			q[k] = v
+		}
 		q.Set("journal", strconv.Itoa(n))
 		q.Del("poll")
 		return c.Request().URL.Path + "?" + q.Encode()
