@@ -1,9 +1,13 @@
 package handlers
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
+
+	"checkoutlab/models"
 )
 
 // DemoValues are secrets as the project publishes them — in the README, docs/api.md and the
@@ -21,6 +25,9 @@ type DemoValues struct {
 // holds its published demo value, e.g. ["WEBHOOK_SECRET", "SHOP_API_KEYS (acme, globex)"]; nil
 // when there is none. An API key counts as a demo key if it is any tenant's demo key. The
 // operator password is never a demo value: unset, the shop makes one at start.
+//
+// API keys are seeded once: a database seeded with the demo keys accepts them whatever
+// SHOP_API_KEYS says later, so running.APIKeys should be AcceptedAPIKeys of the demo keys.
 func DemoSecretsInUse(running, demo DemoValues) []string {
 	var inUse []string
 	if running.WebhookSecret != "" && running.WebhookSecret == demo.WebhookSecret {
@@ -55,4 +62,20 @@ func RefuseDemoSecrets(env string, inUse []string) error {
 	}
 	return fmt.Errorf("SHOP_ENV=production with published demo secrets: %s; set each to a value of your own",
 		strings.Join(inUse, ", "))
+}
+
+// AcceptedAPIKeys returns the entries of keys (tenant → API key) that still authenticate a
+// tenant in tenants — for DemoSecretsInUse, the demo keys the database accepts.
+func AcceptedAPIKeys(ctx context.Context, tenants TenantFinder, keys map[string]string) (map[string]string, error) {
+	accepted := map[string]string{}
+	for tenant, key := range keys {
+		_, err := tenants.ByAPIKey(ctx, key)
+		switch {
+		case err == nil:
+			accepted[tenant] = key
+		case !errors.Is(err, models.ErrUnauthorized):
+			return nil, fmt.Errorf("check demo API keys: %w", err)
+		}
+	}
+	return accepted, nil
 }

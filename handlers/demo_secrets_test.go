@@ -1,11 +1,16 @@
 package handlers_test
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"testing"
 
+	"gorm.io/gorm"
+
 	"checkoutlab/handlers"
+	"checkoutlab/models"
+	"checkoutlab/models/modelstest"
 )
 
 func TestDemoSecretsInUse(t *testing.T) {
@@ -39,6 +44,24 @@ func TestDemoSecretsInUse(t *testing.T) {
 		got := handlers.DemoSecretsInUse(running, demo)
 		if len(got) != 0 || handlers.RefuseDemoSecrets("production", got) != nil {
 			t.Errorf("got %q, want none and production allowed", got)
+		}
+	})
+}
+
+// TestAcceptedAPIKeys: a database seeded with the demo keys still accepts them, whatever the
+// configuration says now.
+func TestAcceptedAPIKeys(t *testing.T) {
+	modelstest.ForEachDialect(t, func(t *testing.T, db *gorm.DB) {
+		if _, err := models.SeedIfEmpty(context.Background(), db,
+			models.DemoTenants(map[string]string{"acme": "sk_test_acme", "globex": "sk_live_globex_own"})); err != nil {
+			t.Fatal(err)
+		}
+		got, err := handlers.AcceptedAPIKeys(context.Background(), models.NewTenantStore(db), models.DefaultAPIKeys)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 1 || got["acme"] != "sk_test_acme" {
+			t.Errorf("got %v, want only acme's demo key", got)
 		}
 	})
 }
