@@ -24,6 +24,15 @@ func mustAge(tb testing.TB, db *gorm.DB, orderID string, age time.Duration) {
 	}
 }
 
+// startPayment creates a pending payment of the order as read (stale or not), as the payment
+// operation's first phase does, and returns CreatePaymentTx's error.
+func startPayment(db *gorm.DB, o *models.Order) error {
+	return db.Transaction(func(tx *gorm.DB) error {
+		_, err := models.CreatePaymentTx(tx, models.NewPayment{TenantID: o.TenantID, Order: o, PaymentMethodID: "pm_x", CardLast4: "4242"})
+		return err
+	})
+}
+
 func mustStock(tb testing.TB, db *gorm.DB, tenant, sku string) int {
 	tb.Helper()
 	p, err := models.NewProductStore(db).BySKU(context.Background(), tenant, sku)
@@ -53,14 +62,7 @@ func TestExpireUnpaidOrders(t *testing.T) {
 		declined := place("brass-compass", 2)  // its one payment was declined
 		modelstest.MustSettledPayment(t, db, declined, models.PaymentFailed, "card_declined")
 		pending := place("camp-mug", 1) // a payment whose outcome is unknown
-		if err := db.Transaction(func(tx *gorm.DB) error {
-			cur, err := models.GetOrderTx(tx, pending.ID)
-			if err != nil {
-				return err
-			}
-			_, err = models.CreatePaymentTx(tx, models.NewPayment{TenantID: "acme", Order: cur, PaymentMethodID: "pm_x", CardLast4: "0119"})
-			return err
-		}); err != nil {
+		if err := startPayment(db, pending); err != nil {
 			t.Fatal(err)
 		}
 		paid := place("camp-mug", 1)
@@ -120,15 +122,11 @@ func TestExpireUnpaidOrders(t *testing.T) {
 		}
 
 		t.Run("ErrOrderExpired", func(t *testing.T) {
-			err := db.Transaction(func(tx *gorm.DB) error {
-				cur, err := models.GetOrderTx(tx, abandoned.ID)
-				if err != nil {
-					return err
-				}
-				_, err = models.CreatePaymentTx(tx, models.NewPayment{TenantID: "acme", Order: cur, PaymentMethodID: "pm_x", CardLast4: "4242"})
-				return err
-			})
-			if !errors.Is(err, models.ErrOrderExpired) {
+			cur, err := orders.Get(ctx, "acme", abandoned.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := startPayment(db, cur); !errors.Is(err, models.ErrOrderExpired) {
 				t.Errorf("paying an expired order: got %v, want ErrOrderExpired", err)
 			}
 		})
@@ -136,11 +134,7 @@ func TestExpireUnpaidOrders(t *testing.T) {
 			// The payment read the order while it could still be paid; it expired meanwhile.
 			stale := *declined
 			stale.Status = models.OrderPaymentFailed
-			err := db.Transaction(func(tx *gorm.DB) error {
-				_, err := models.CreatePaymentTx(tx, models.NewPayment{TenantID: "acme", Order: &stale, PaymentMethodID: "pm_x", CardLast4: "4242"})
-				return err
-			})
-			if !errors.Is(err, models.ErrOrderExpired) {
+			if err := startPayment(db, &stale); !errors.Is(err, models.ErrOrderExpired) {
 				t.Errorf("got %v, want ErrOrderExpired", err)
 			}
 		})
@@ -163,11 +157,7 @@ func TestExpiryWaitsForAPaymentInFlight(t *testing.T) {
 		mustAge(t, db, o.ID, time.Hour)
 
 		tx := db.Begin()
-		cur, err := models.GetOrderTx(tx, o.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := models.CreatePaymentTx(tx, models.NewPayment{TenantID: "acme", Order: cur, PaymentMethodID: "pm_x", CardLast4: "4242"}); err != nil {
+		if _, err := models.CreatePaymentTx(tx, models.NewPayment{TenantID: "acme", Order: o, PaymentMethodID: "pm_x", CardLast4: "4242"}); err != nil {
 			t.Fatal(err)
 		}
 		done := make(chan []models.ExpiredOrder, 1)
