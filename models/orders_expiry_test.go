@@ -184,3 +184,43 @@ func TestExpiryWaitsForAPaymentInFlight(t *testing.T) {
 		}
 	})
 }
+
+// TestNewPaymentWhileAnotherSettles: a new payment of an order is being created while the
+// order's live payment settles (its row updated, the order not yet). The new payment must wait
+// for the settlement without holding the order's row — the settlement moves the order next —
+// and then be refused as order_already_paid; neither may deadlock (PostgreSQL would abort one).
+func TestNewPaymentWhileAnotherSettles(t *testing.T) {
+	modelstest.ForEachDialect(t, func(t *testing.T, db *gorm.DB) {
+		modelstest.MustSeed(t, db)
+		ctx := context.Background()
+		o, err := models.NewOrderStore(db).Create(ctx, validOrder(models.Item{SKU: "camp-mug", Quantity: 1}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := startPayment(db, o); err != nil {
+			t.Fatal(err)
+		}
+		var live models.Payment
+		if err := db.Where("order_id = ?", o.ID).Take(&live).Error; err != nil {
+			t.Fatal(err)
+		}
+
+		settle := db.Begin()
+		if err := settle.Model(&models.Payment{}).Where("id = ?", live.ID).Update("status", models.PaymentSucceeded).Error; err != nil {
+			t.Fatal(err)
+		}
+		second := make(chan error, 1)
+		go func() { second <- startPayment(db, o) }()
+		time.Sleep(300 * time.Millisecond) // let the second payment reach the payments index
+		if err := settle.Model(&models.Order{}).Where("id = ?", o.ID).Update("status", models.OrderPaid).Error; err != nil {
+			settle.Rollback()
+			t.Fatalf("the settlement could not move the order: %v", err)
+		}
+		if err := settle.Commit().Error; err != nil {
+			t.Fatal(err)
+		}
+		if err := <-second; !errors.Is(err, models.ErrOrderAlreadyPaid) {
+			t.Errorf("the second payment: got %v, want ErrOrderAlreadyPaid", err)
+		}
+	})
+}

@@ -65,35 +65,13 @@ type NewPayment struct {
 // gateway key is derived from its own id ("<payment id>:charge"): recorded before the gateway
 // is ever called, identical on every attempt and after a restart. It returns
 // ErrOrderAlreadyPaid, ErrOrderExpired or ErrPaymentInProgress when the order cannot take a
-// new payment.
+// new payment; the caller then rolls back.
 func CreatePaymentTx(tx *gorm.DB, in NewPayment) (*Payment, error) {
 	switch in.Order.Status {
 	case OrderPaid:
 		return nil, ErrOrderAlreadyPaid
 	case OrderExpired:
 		return nil, ErrOrderExpired
-	}
-	// A new attempt: the order's hold starts again now (ExpireUnpaidOrders counts from
-	// updated_at). The update is conditional on a status that can still be paid, so an order
-	// expired since it was read is refused here, and on PostgreSQL it holds the order's row
-	// until commit, so the expiry job cannot expire the order under this payment.
-	held := tx.Model(&Order{}).Where("id = ? AND status IN ?", in.Order.ID, orderPredecessors[OrderExpired]).
-		Update("updated_at", tx.NowFunc())
-	if held.Error != nil {
-		return nil, fmt.Errorf("hold order for payment: %w", held.Error)
-	}
-	if held.RowsAffected == 0 {
-		var status string
-		if err := tx.Model(&Order{}).Where("id = ?", in.Order.ID).Pluck("status", &status).Error; err != nil {
-			return nil, fmt.Errorf("read order status: %w", err)
-		}
-		switch status {
-		case OrderExpired:
-			return nil, ErrOrderExpired
-		case OrderPaid:
-			return nil, ErrOrderAlreadyPaid
-		}
-		return nil, Errorf(KindNotFound, ErrNotFound.Code, "no order %q", in.Order.ID)
 	}
 	id := NewID("pay")
 	p := &Payment{
@@ -125,6 +103,31 @@ func CreatePaymentTx(tx *gorm.DB, in NewPayment) (*Payment, error) {
 			return nil, ErrOrderAlreadyPaid
 		}
 		return nil, ErrPaymentInProgress
+	}
+	// A new attempt: the order's hold starts again now (ExpireUnpaidOrders counts from
+	// updated_at). The update is conditional on a status that can still be paid, so an order
+	// expired since it was read is refused (the caller rolls the payment back), and on
+	// PostgreSQL it holds the order's row until commit, so the expiry job cannot expire the
+	// order under this payment. It comes after the insert on purpose: an insert that waits
+	// for another payment of the order to settle must not hold the order's row meanwhile, or
+	// it and the settlement (which moves the order) would wait for each other.
+	held := tx.Model(&Order{}).Where("id = ? AND status IN ?", in.Order.ID, orderPredecessors[OrderExpired]).
+		Update("updated_at", tx.NowFunc())
+	if held.Error != nil {
+		return nil, fmt.Errorf("hold order for payment: %w", held.Error)
+	}
+	if held.RowsAffected == 0 {
+		var status string
+		if err := tx.Model(&Order{}).Where("id = ?", in.Order.ID).Pluck("status", &status).Error; err != nil {
+			return nil, fmt.Errorf("read order status: %w", err)
+		}
+		switch status {
+		case OrderExpired:
+			return nil, ErrOrderExpired
+		case OrderPaid:
+			return nil, ErrOrderAlreadyPaid
+		}
+		return nil, Errorf(KindNotFound, ErrNotFound.Code, "no order %q", in.Order.ID)
 	}
 	return p, nil
 }
