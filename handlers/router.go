@@ -64,9 +64,6 @@ func NewRouter(logger *slog.Logger, reg prometheus.Registerer, opts ...RouterOpt
 		middleware.RecoverWithConfig(middleware.RecoverConfig{DisableErrorHandler: true, DisablePrintStack: true}),
 		MetricsMiddleware(reg),
 	}
-	if len(o.allowedHosts) > 0 {
-		mw = append(mw, HostCheck(o.allowedHosts))
-	}
 	mw = append(mw,
 		middleware.BodyLimit(MaxBodyBytes),
 		middleware.SecureWithConfig(middleware.SecureConfig{
@@ -74,6 +71,11 @@ func NewRouter(logger *slog.Logger, reg prometheus.Registerer, opts ...RouterOpt
 			ReferrerPolicy: "same-origin", ContentSecurityPolicy: ContentSecurityPolicy,
 		}),
 		NoStore(),
+	)
+	if len(o.allowedHosts) > 0 {
+		mw = append(mw, HostCheck(o.allowedHosts))
+	}
+	mw = append(mw,
 		func(next echo.HandlerFunc) echo.HandlerFunc {
 			return func(c echo.Context) error { c.Set(ctxSigner, o.signer); return next(c) }
 		},

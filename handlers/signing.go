@@ -64,20 +64,28 @@ func LoadOrCreateSecret(path string) ([]byte, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("create secret dir: %w", err)
 	}
-	// O_EXCL: two processes starting at once on one DATA_DIR agree on the first one's secret.
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if errors.Is(err, os.ErrExist) {
-		return LoadOrCreateSecret(path)
-	}
+	// Written whole to a temporary file, then linked into place, which fails if the file is
+	// there already: two processes starting at once on one DATA_DIR agree on the first one's
+	// secret, and neither ever reads a half-written file.
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".secret-*")
 	if err != nil {
 		return nil, fmt.Errorf("create secret file: %w", err)
 	}
-	_, werr := f.WriteString(base64.RawURLEncoding.EncodeToString(secret) + "\n")
-	if cerr := f.Close(); werr == nil {
+	defer os.Remove(tmp.Name())
+	_, werr := tmp.WriteString(base64.RawURLEncoding.EncodeToString(secret) + "\n")
+	if serr := tmp.Sync(); werr == nil {
+		werr = serr
+	}
+	if cerr := tmp.Close(); werr == nil {
 		werr = cerr
 	}
 	if werr != nil {
 		return nil, fmt.Errorf("write secret file: %w", werr)
+	}
+	if err := os.Link(tmp.Name(), path); errors.Is(err, os.ErrExist) {
+		return LoadOrCreateSecret(path)
+	} else if err != nil {
+		return nil, fmt.Errorf("create secret file: %w", err)
 	}
 	return secret, nil
 }
