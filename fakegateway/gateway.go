@@ -12,17 +12,11 @@ import (
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	"gorm.io/gorm"
-
-	"checkoutlab/migrations"
-	"checkoutlab/models"
 )
 
 // DemoWebhookSecret is the documented demo signing secret shared by the shop and the gateway
 // when WEBHOOK_SECRET is unset. It is public: never use it outside a demo.
 const DemoWebhookSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
-
-// DBFileName is the SQLite file the gateway keeps under DATA_DIR when no DATABASE_URL is given.
-const DBFileName = "gateway.db"
 
 // Defaults of the webhook sender. The retry schedule is a compressed version of a real
 // provider's (which retries for days): 1 s, 2 s, 4 s … capped at RetryMax.
@@ -132,33 +126,6 @@ func New(cfg Config) (*Gateway, error) {
 		wake:       make(chan struct{}, 1),
 		closing:    make(chan struct{}),
 	}, nil
-}
-
-// OpenDB opens the gateway's database and applies its migrations: PostgreSQL when databaseURL
-// is set, otherwise the SQLite file DBFileName under dataDir. It returns an error if the
-// database cannot be reached or migrated.
-func OpenDB(ctx context.Context, databaseURL, dataDir string) (*gorm.DB, error) {
-	db, err := models.Open(ctx, databaseURL, dataDir, DBFileName)
-	if err != nil {
-		return nil, fmt.Errorf("open gateway database: %w", err)
-	}
-	if err := Migrate(ctx, db); err != nil {
-		models.Close(db)
-		return nil, err
-	}
-	return db, nil
-}
-
-// Migrate applies the gateway's migrations (migrations/gateway) to db.
-func Migrate(ctx context.Context, db *gorm.DB) error {
-	sqlDB, err := db.DB()
-	if err != nil {
-		return fmt.Errorf("migrate gateway: %w", err)
-	}
-	if err := migrations.Apply(ctx, sqlDB, models.Dialect(db), migrations.Gateway); err != nil {
-		return fmt.Errorf("migrate gateway: %w", err)
-	}
-	return nil
 }
 
 // Start runs the webhook sender until ctx ends or Close is called. It resumes every delivery

@@ -15,7 +15,6 @@ import (
 	"gorm.io/gorm"
 
 	"checkoutlab/fakegateway"
-	"checkoutlab/models"
 	"checkoutlab/models/modelstest"
 	"checkoutlab/payments"
 )
@@ -56,7 +55,7 @@ func (s store) mustOpen(tb testing.TB) *gorm.DB {
 	if err != nil {
 		tb.Fatalf("open gateway db: %v", err)
 	}
-	tb.Cleanup(func() { models.Close(db) })
+	tb.Cleanup(func() { _ = fakegateway.CloseDB(db) })
 	return db
 }
 

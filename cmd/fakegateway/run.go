@@ -11,7 +11,6 @@ import (
 	"strings"
 
 	"checkoutlab/fakegateway"
-	"checkoutlab/models"
 )
 
 // config is everything the command reads from its environment and flags.
@@ -70,7 +69,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
-	defer models.Close(db)
+	defer func() { _ = fakegateway.CloseDB(db) }()
 	gw, err := fakegateway.New(fakegateway.Config{
 		DB: db, WebhookURL: cfg.WebhookURL, WebhookSecret: cfg.WebhookSecret, Logger: log,
 	})
