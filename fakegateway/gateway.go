@@ -31,6 +31,16 @@ const (
 	DefaultFaultDelay = 30 * time.Second
 )
 
+// Defaults of Serve's server. There is no write timeout: the delay and timeout faults hold
+// answers back on purpose. IdleTimeout is longer than the 90 s after which Go's default
+// client transport drops an idle connection, so the client lets go first and never sends a
+// request on a connection the gateway is closing at that moment.
+const (
+	DefaultReadHeaderTimeout = 10 * time.Second
+	DefaultReadTimeout       = 30 * time.Second
+	DefaultIdleTimeout       = 2 * time.Minute
+)
+
 // Config is everything New needs. DB is required and must already be migrated (OpenDB does
 // both); the zero value of every other field picks a documented default.
 type Config struct {
@@ -53,6 +63,19 @@ type Config struct {
 	DeliveryTimeout time.Duration
 	// Now is the clock; tests may replace it. Default: time.Now.
 	Now func() time.Time
+	// ControlToken, when set, guards the operator's side of the gateway: the control API
+	// (/_control/*) needs "Authorization: Bearer <ControlToken>", and the page (/) a browser
+	// logged in once with /?token=<ControlToken>. At least 16 letters, digits or - . _ ~.
+	// Empty leaves both open, as a gateway on a developer's machine may be; the page's forms
+	// need their CSRF token either way. cmd/fakegateway defaults it to DemoControlToken.
+	ControlToken string
+	// ReadHeaderTimeout, ReadTimeout and IdleTimeout bound how long Serve's server waits for
+	// a request's headers, for the whole request, and for the next request on an idle
+	// connection, so a client that stalls cannot hold a connection for ever. Defaults:
+	// DefaultReadHeaderTimeout, DefaultReadTimeout, DefaultIdleTimeout.
+	ReadHeaderTimeout time.Duration
+	ReadTimeout       time.Duration
+	IdleTimeout       time.Duration
 }
 
 // Gateway is the fake provider: its HTTP API, its ledger and its webhook sender.
@@ -63,6 +86,7 @@ type Gateway struct {
 	signer     *standardwebhooks.Webhook
 	httpClient *http.Client
 	faults     *faultDice
+	sessionKey []byte // signs the page's session cookie and CSRF tokens
 
 	wake      chan struct{} // nudges the sender after a commit that wrote deliveries
 	closing   chan struct{} // closed by Close: ends hanging fault handlers and the sender
@@ -71,8 +95,8 @@ type Gateway struct {
 }
 
 // New checks cfg and returns a Gateway. It returns an error if DB is nil, the webhook secret
-// is not "whsec_" + base64, or WebhookURL is not an absolute http(s) URL. New does not start
-// the sender: call Start.
+// is not "whsec_" + base64, WebhookURL is not an absolute http(s) URL, or ControlToken is set
+// but too short or holds other characters. New does not start the sender: call Start.
 func New(cfg Config) (*Gateway, error) {
 	if cfg.DB == nil {
 		return nil, errors.New("fakegateway: Config.DB is required")
@@ -114,6 +138,20 @@ func New(cfg Config) (*Gateway, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.ControlToken != "" {
+		if err := checkControlToken(cfg.ControlToken); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.ReadHeaderTimeout <= 0 {
+		cfg.ReadHeaderTimeout = DefaultReadHeaderTimeout
+	}
+	if cfg.ReadTimeout <= 0 {
+		cfg.ReadTimeout = DefaultReadTimeout
+	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = DefaultIdleTimeout
+	}
 	return &Gateway{
 		db:     cfg.DB,
 		cfg:    cfg,
@@ -123,6 +161,7 @@ func New(cfg Config) (*Gateway, error) {
 		// connection silently; a plain client with a timeout is what real providers use.
 		httpClient: &http.Client{Timeout: cfg.DeliveryTimeout},
 		faults:     newFaultDice(),
+		sessionKey: newSessionKey(cfg.ControlToken),
 		wake:       make(chan struct{}, 1),
 		closing:    make(chan struct{}),
 	}, nil
