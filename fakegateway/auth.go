@@ -140,7 +140,7 @@ func (g *Gateway) requireControl(next echo.HandlerFunc) echo.HandlerFunc {
 		nonce, hasSession := g.session(r)
 		if g.cfg.ControlToken != "" && !hasSession {
 			c.Response().Header().Set("WWW-Authenticate", `Bearer realm="fakegateway control"`)
-			return unauthorized("the control API needs Authorization: Bearer <GATEWAY_CONTROL_TOKEN>, or a browser logged in at /?token=…")
+			return unauthorized("the control API needs the header Authorization: Bearer $GATEWAY_CONTROL_TOKEN, or a browser logged in at /?token=…")
 		}
 		if r.Method == http.MethodGet || r.Method == http.MethodHead {
 			return next(c)

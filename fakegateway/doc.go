@@ -7,13 +7,21 @@
 // (cmd/fakegateway) or inside the shop's process on its own listener:
 //
 //	db, err := fakegateway.OpenDB(ctx, databaseURL, dataDir) // opens and migrates
+//	defer fakegateway.CloseDB(db)
 //	gw, err := fakegateway.New(fakegateway.Config{DB: db,
-//		WebhookURL: shopPublicURL + "/webhooks/gateway", WebhookSecret: secret, Logger: log})
+//		WebhookURL: shopPublicURL + "/webhooks/gateway", WebhookSecret: secret,
+//		ControlToken: controlToken, Logger: log})
 //	ln, err := net.Listen("tcp", gatewayAddr)
 //	err = gw.Serve(ctx, ln) // API + webhook sender until ctx ends, then a graceful stop
 //
 // or, to mount it elsewhere: gw.Handler() is the http.Handler, go gw.Start(ctx) runs the
 // sender, gw.Close() releases hanging fault handlers and stops the sender.
+//
+// The provider API (/v1) is what a shop calls and needs no credential beyond what a test
+// provider asks for. The control API (/_control) and the page (/) are the operator's: with
+// Config.ControlToken set, a client sends "Authorization: Bearer <token>" and a browser opens
+// /?token=<token> once, which sets a session cookie; the page's forms carry a CSRF token of
+// that session, and a browser request from another origin that changes anything is refused.
 //
 // Run one gateway process per database: the sender assumes it is alone, and two senders would
 // both send the pending deliveries (harmless for an at-least-once receiver, but confusing to
