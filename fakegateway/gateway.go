@@ -117,24 +117,6 @@ func New(cfg Config) (*Gateway, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	if cfg.RetryBase <= 0 {
-		cfg.RetryBase = DefaultRetryBase
-	}
-	if cfg.RetryMax <= 0 {
-		cfg.RetryMax = DefaultRetryMax
-	}
-	if cfg.RetryMax < cfg.RetryBase {
-		cfg.RetryMax = cfg.RetryBase
-	}
-	if cfg.MaxAttempts <= 0 {
-		cfg.MaxAttempts = DefaultMaxAttempts
-	}
-	if cfg.PollInterval <= 0 {
-		cfg.PollInterval = DefaultPollInterval
-	}
-	if cfg.DeliveryTimeout <= 0 {
-		cfg.DeliveryTimeout = DefaultDeliveryTimeout
-	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -143,14 +125,24 @@ func New(cfg Config) (*Gateway, error) {
 			return nil, err
 		}
 	}
-	if cfg.ReadHeaderTimeout <= 0 {
-		cfg.ReadHeaderTimeout = DefaultReadHeaderTimeout
+	for _, d := range []struct {
+		field *time.Duration
+		def   time.Duration
+	}{
+		{&cfg.RetryBase, DefaultRetryBase}, {&cfg.RetryMax, DefaultRetryMax},
+		{&cfg.PollInterval, DefaultPollInterval}, {&cfg.DeliveryTimeout, DefaultDeliveryTimeout},
+		{&cfg.ReadHeaderTimeout, DefaultReadHeaderTimeout}, {&cfg.ReadTimeout, DefaultReadTimeout},
+		{&cfg.IdleTimeout, DefaultIdleTimeout},
+	} {
+		if *d.field <= 0 {
+			*d.field = d.def
+		}
 	}
-	if cfg.ReadTimeout <= 0 {
-		cfg.ReadTimeout = DefaultReadTimeout
+	if cfg.RetryMax < cfg.RetryBase {
+		cfg.RetryMax = cfg.RetryBase
 	}
-	if cfg.IdleTimeout <= 0 {
-		cfg.IdleTimeout = DefaultIdleTimeout
+	if cfg.MaxAttempts <= 0 {
+		cfg.MaxAttempts = DefaultMaxAttempts
 	}
 	return &Gateway{
 		db:     cfg.DB,
