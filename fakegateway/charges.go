@@ -14,8 +14,6 @@ import (
 	"github.com/labstack/echo/v4"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
-
-	"checkoutlab/models"
 )
 
 // ChargeRequest is the body of POST /v1/charges. Give either PaymentMethod or CardNumber.
@@ -249,7 +247,7 @@ func (g *Gateway) commitCharge(ctx context.Context, v validCharge, ignoreKey boo
 	var out chargeOutcome
 	err := g.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		now := g.now()
-		chargeID := models.NewID("ch")
+		chargeID := newID("ch")
 		if !ignoreKey {
 			claim := idempotencyKeyRow{Key: v.key, Fingerprint: v.fingerprint, ChargeID: chargeID,
 				StatusCode: http.StatusCreated, CreatedAt: now}
@@ -265,7 +263,7 @@ func (g *Gateway) commitCharge(ctx context.Context, v validCharge, ignoreKey boo
 		if v.pm != nil {
 			pmID = v.pm.ID
 		} else {
-			pm := paymentMethodRow{ID: models.NewID("pm"), Last4: v.card.last4, Brand: v.card.brand,
+			pm := paymentMethodRow{ID: newID("pm"), Last4: v.card.last4, Brand: v.card.brand,
 				Behaviour: v.card.behaviour, CreatedAt: now}
 			if err := tx.Create(&pm).Error; err != nil {
 				return fmt.Errorf("create payment method: %w", err)

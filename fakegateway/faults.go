@@ -10,7 +10,7 @@ import (
 	"gorm.io/gorm"
 )
 
-// Fault names, as in contract section 4.
+// Fault names, as docs/failure-modes.md explains them.
 const (
 	faultLatency              = "latency"
 	faultErrorBeforeCommit    = "error_before_commit"

@@ -24,7 +24,8 @@ var pageTemplate = template.Must(template.New("page.html").Funcs(template.FuncMa
 
 // pageView is everything the page shows; the template does no I/O.
 type pageView struct {
-	Error        string
+	Error        string // one of pageErrors, never text from the request
+	CSRF         string // the session's CSRF token, a hidden field of every form
 	Charges      []ledgerLine
 	DoubleOrders []string
 	Deliveries   []Delivery
@@ -56,7 +57,8 @@ func (g *Gateway) page(c echo.Context) error {
 			succeeded[r.OrderID]++
 		}
 	}
-	v := pageView{Error: c.QueryParam("error"), Specs: faultSpecs}
+	csrf, _ := c.Get(csrfContextKey).(string)
+	v := pageView{Error: pageErrors[c.QueryParam("error")], CSRF: csrf, Specs: faultSpecs}
 	for _, r := range rows {
 		v.Charges = append(v.Charges, ledgerLine{Charge: r.view(), OrderID: r.OrderID, Double: succeeded[r.OrderID] > 1})
 	}

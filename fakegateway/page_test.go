@@ -3,18 +3,104 @@ package fakegateway_test
 import (
 	"io"
 	"net/http"
+	"net/http/cookiejar"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 
 	"checkoutlab/fakegateway"
 )
 
-// postForm posts a browser form without following the redirect.
-func (g *testGateway) postForm(t *testing.T, path string, form url.Values) *http.Response {
+// browser is an operator with the gateway's page open: a cookie jar holding the page's
+// session (logged in with the control token when the gateway has one) and the CSRF token of
+// the page it loaded last. It never follows redirects, so tests see them.
+type browser struct {
+	g      *testGateway
+	client *http.Client
+	csrf   string
+}
+
+var csrfInput = regexp.MustCompile(`name="_csrf" value="([^"]*)"`)
+
+func newBrowser(tb testing.TB, g *testGateway) *browser {
+	tb.Helper()
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return &browser{g: g, client: &http.Client{Jar: jar,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+}
+
+// get fetches path and returns the status and body, without failing on the status.
+func (b *browser) get(t *testing.T, path string, header ...string) (int, string) {
 	t.Helper()
-	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	resp, err := client.PostForm(g.srv.URL+path, form)
+	req, err := http.NewRequest(http.MethodGet, b.g.srv.URL+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := b.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+// login opens /?token=… once, as the link cmd/fakegateway logs; without a control token it
+// does nothing.
+func (b *browser) login(t *testing.T) {
+	t.Helper()
+	if b.g.token == "" {
+		return
+	}
+	if status, body := b.get(t, "/?token="+b.g.token); status != http.StatusSeeOther {
+		t.Fatalf("login: got %d %s, want 303", status, body)
+	}
+}
+
+// page loads path (logging in first if needed), fails unless it is 200, and keeps the CSRF
+// token of its forms.
+func (b *browser) page(t *testing.T, path string) string {
+	t.Helper()
+	status, body := b.get(t, path)
+	if status == http.StatusUnauthorized {
+		b.login(t)
+		status, body = b.get(t, path)
+	}
+	if status != http.StatusOK {
+		t.Fatalf("GET %s: got %d", path, status)
+	}
+	if m := csrfInput.FindStringSubmatch(body); m != nil {
+		b.csrf = m[1]
+	}
+	return body
+}
+
+// postForm posts a form of the page, with the CSRF token of the page unless form sets _csrf,
+// and returns the answer without following its redirect.
+func (b *browser) postForm(t *testing.T, path string, form url.Values, header ...string) *http.Response {
+	t.Helper()
+	if b.csrf == "" {
+		b.page(t, "/")
+	}
+	if _, ok := form["_csrf"]; !ok {
+		form.Set("_csrf", b.csrf)
+	}
+	req, err := http.NewRequest(http.MethodPost, b.g.srv.URL+path, strings.NewReader(form.Encode()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := b.client.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -22,18 +108,14 @@ func (g *testGateway) postForm(t *testing.T, path string, form url.Values) *http
 	return resp
 }
 
+func (g *testGateway) postForm(t *testing.T, path string, form url.Values) *http.Response {
+	t.Helper()
+	return g.browser.postForm(t, path, form)
+}
+
 func (g *testGateway) page(t *testing.T, path string) string {
 	t.Helper()
-	resp, err := http.Get(g.srv.URL + path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: got %d", path, resp.StatusCode)
-	}
-	return string(body)
+	return g.browser.page(t, path)
 }
 
 func TestPage(t *testing.T) {
@@ -75,10 +157,11 @@ func TestPage(t *testing.T) {
 		t.Run("BadFormShowsError", func(t *testing.T) {
 			resp := g.postForm(t, "/_control/faults", url.Values{"fault": {"latency"}, "delay_ms": {"soon"}})
 			loc := resp.Header.Get("Location")
-			if resp.StatusCode != http.StatusSeeOther || !strings.HasPrefix(loc, "/?error=") {
-				t.Fatalf("got %d to %q, want 303 to /?error=…", resp.StatusCode, loc)
+			if resp.StatusCode != http.StatusSeeOther || loc != "/?error=invalid_request" {
+				t.Fatalf("got %d to %q, want 303 to /?error=invalid_request", resp.StatusCode, loc)
 			}
-			if page := g.page(t, loc); !strings.Contains(page, `data-testid="gateway-error"`) {
+			if page := g.page(t, loc); !strings.Contains(page, `data-testid="gateway-error"`) ||
+				!strings.Contains(page, "The fault was not armed") {
 				t.Error("page does not show the error")
 			}
 			var list fakegateway.FaultList

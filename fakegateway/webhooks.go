@@ -13,8 +13,6 @@ import (
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	"gorm.io/gorm"
-
-	"checkoutlab/models"
 )
 
 // Delivery statuses.
@@ -71,7 +69,7 @@ func (g *Gateway) enqueueEvents(tx *gorm.DB, ch chargeRow, types []string, plan 
 		if typ == "charge.pending" {
 			snapshot.Status, snapshot.FailureCode = statusPending, ""
 		}
-		ev := Event{ID: models.NewID("evt"), Type: typ, Created: now.Unix(), Data: EventData{Charge: snapshot}}
+		ev := Event{ID: newID("evt"), Type: typ, Created: now.Unix(), Data: EventData{Charge: snapshot}}
 		payload, err := json.Marshal(ev)
 		if err != nil {
 			return fmt.Errorf("encode event: %w", err)
