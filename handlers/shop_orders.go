@@ -38,7 +38,7 @@ func (s *Storefront) order(c echo.Context) error {
 		ShipMethod: shippingLabel(o.ShippingMethod),
 		Total:      components.Money(o.Amount, o.Currency),
 		AddressLines: []string{o.ShippingName, o.ShippingAddress,
-			strings.TrimSpace(o.ShippingPostalCode + " " + o.ShippingCity), countryName(o.ShippingCountry)},
+			strings.TrimSpace(o.ShippingPostalCode + " " + o.ShippingCity), components.CountryName(o.ShippingCountry)},
 		ShopURL: lay.StorePath, OrdersURL: pathFor(c, routeOrders, t.ID),
 	}
 	for _, l := range o.Lines {
@@ -151,13 +151,6 @@ func paymentStatus(p models.Payment) string {
 	default:
 		return "Processing: outcome not known yet"
 	}
-}
-
-func countryName(code string) string {
-	if n, ok := countryNames[code]; ok {
-		return n
-	}
-	return code
 }
 
 // shippingPrice writes a zero shipping cost as "Free", as the checkout form does.

@@ -32,3 +32,11 @@ func TestMoney(t *testing.T) {
 		})
 	}
 }
+
+func TestCountryName(t *testing.T) {
+	for code, want := range map[string]string{"GB": "United Kingdom", "us": "United States", "DE": "Germany", "ZZ": "ZZ"} {
+		if got := components.CountryName(code); got != want {
+			t.Errorf("CountryName(%q): got %q, want %q", code, got, want)
+		}
+	}
+}
