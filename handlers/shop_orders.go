@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -113,10 +114,16 @@ func (s *Storefront) orders(c echo.Context) error {
 	for _, o := range os {
 		status, class := orderStatus(o.Status)
 		items := 0
+		names := make([]string, 0, len(o.Lines))
 		for _, l := range o.Lines {
 			items += l.Quantity
+			name := l.Name
+			if l.Quantity > 1 {
+				name += " × " + strconv.Itoa(l.Quantity)
+			}
+			names = append(names, name)
 		}
-		vm.Orders = append(vm.Orders, pages.OrderSummary{ID: o.ID, URL: pathFor(c, routeOrder, o.ID),
+		vm.Orders = append(vm.Orders, pages.OrderSummary{ID: o.ID, URL: pathFor(c, routeOrder, o.ID), Summary: strings.Join(names, ", "),
 			Placed: o.CreatedAt.UTC().Format("2 Jan 2006, 15:04"), Items: items,
 			Total: components.Money(o.Amount, o.Currency), Status: status, StatusClass: class})
 	}
