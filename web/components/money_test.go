@@ -40,3 +40,11 @@ func TestCountryName(t *testing.T) {
 		}
 	}
 }
+
+func TestCardDigits(t *testing.T) {
+	for number, want := range map[string]string{"4242424242424242": "4242 4242 4242 4242", "4000000000009995": "4000 0000 0000 9995", "123456": "1234 56", "": ""} {
+		if got := components.CardDigits(number); got != want {
+			t.Errorf("CardDigits(%q): got %q, want %q", number, got, want)
+		}
+	}
+}
