@@ -195,7 +195,7 @@ func TestPage(t *testing.T) {
 			if !strings.Contains(spent.Text(), ch.ID) || !strings.Contains(spent.Text(), "ord_struck") {
 				t.Errorf("fault history: got %q, want the spent decline with its charge %s and order", strings.Join(strings.Fields(spent.Text()), " "), ch.ID)
 			}
-			if link := doc.Find(`[data-testid="ledger-row"][data-charge-id="` + ch.ID + `"] [data-testid="order-link"]`).AttrOr("href", ""); !strings.HasSuffix(link, "/orders/ord_struck") || !strings.HasPrefix(link, "http://127.0.0.1:") {
+			if link := doc.Find(`[data-testid="ledger-row"][data-charge-id="`+ch.ID+`"] [data-testid="order-link"]`).AttrOr("href", ""); !strings.HasSuffix(link, "/orders/ord_struck") || !strings.HasPrefix(link, "http://127.0.0.1:") {
 				t.Errorf("order link: got %q, want the shop's /orders/ord_struck", link)
 			}
 			if card := text(mustDoc(t, g.page(t, "/")).Find(`[data-testid="shop-link"]`)); card == "" {
