@@ -146,10 +146,12 @@ func (g *Gateway) createCharge(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if f, err := g.takeFault(ctx, g.db, faultLatency); err != nil {
+	latency, err := g.takeFault(ctx, g.db, faultLatency)
+	if err != nil {
 		return err
-	} else if f != nil {
-		g.sleep(reqCtx, time.Duration(f.DelayMS)*time.Millisecond)
+	}
+	if latency != nil {
+		g.sleep(reqCtx, time.Duration(latency.DelayMS)*time.Millisecond)
 	}
 	outcome, err := g.takeFault(ctx, g.db, outcomeFaults...)
 	if err != nil {
@@ -162,7 +164,10 @@ func (g *Gateway) createCharge(c echo.Context) error {
 	}
 
 	// Before the commit: nothing is written to the ledger.
-	if outcome != nil {
+	if outcome != nil && (outcome.Fault == faultErrorBeforeCommit || outcome.Fault == faultTimeoutBeforeCommit) {
+		if err := g.recordHits(ctx, g.db, "", key, ignoreKey, latency, outcome); err != nil {
+			return err
+		}
 		switch outcome.Fault {
 		case faultErrorBeforeCommit:
 			log.InfoContext(ctx, "fault: error before commit, nothing charged", "status", outcome.Status)
@@ -187,12 +192,15 @@ func (g *Gateway) createCharge(c echo.Context) error {
 	log.InfoContext(ctx, "charge committed or replayed")
 
 	// After the commit: the charge exists whatever the client sees now.
-	after := ""
+	after, struck := "", outcome
 	if outcome != nil {
 		after = outcome.Fault
 	} else if !res.replayed && (v.behaviour == faultCommitThenDrop || v.behaviour == faultCommitThenDelay) {
 		// A test card's fault strikes on the first charge under a key only.
-		after = v.behaviour
+		after, struck = v.behaviour, cardFault(v.behaviour)
+	}
+	if err := g.recordHits(ctx, g.db, res.charge.ID, key, ignoreKey, latency, struck); err != nil {
+		return err
 	}
 	switch after {
 	case faultCommitThenDrop:
@@ -223,7 +231,8 @@ func (g *Gateway) createCharge(c echo.Context) error {
 // fault to apply, or nil when it already struck under this key (a retry then goes through, as
 // after a transient error). With ignoreKey every call counts as a first call.
 func (g *Gateway) cardStrike(ctx context.Context, key, behaviour string, ignoreKey bool) (*faultRow, error) {
-	fault := &faultRow{Fault: behaviour, Status: http.StatusServiceUnavailable}
+	fault := cardFault(behaviour)
+	fault.Status = http.StatusServiceUnavailable
 	if ignoreKey {
 		return fault, nil
 	}
@@ -278,13 +287,14 @@ func (g *Gateway) commitCharge(ctx context.Context, v validCharge, ignoreKey boo
 		case behaviourCardDeclined, behaviourInsufficientFunds:
 			ch.Status, ch.FailureCode = statusFailed, v.behaviour
 		}
+		var declined *faultRow
 		if ch.Status == statusSucceeded {
-			f, err := g.takeFault(ctx, tx, faultDecline)
-			if err != nil {
+			var err error
+			if declined, err = g.takeFault(ctx, tx, faultDecline); err != nil {
 				return err
 			}
-			if f != nil {
-				ch.Status, ch.FailureCode = statusFailed, f.Code
+			if declined != nil {
+				ch.Status, ch.FailureCode = statusFailed, declined.Code
 			}
 		}
 		if err := tx.Create(&ch).Error; err != nil {
@@ -302,6 +312,9 @@ func (g *Gateway) commitCharge(ctx context.Context, v validCharge, ignoreKey boo
 		}
 		plan, err := g.deliveryPlan(ctx, tx, v.behaviour)
 		if err != nil {
+			return err
+		}
+		if err := g.recordHits(ctx, tx, ch.ID, v.key, append(plan.struck, declined)...); err != nil {
 			return err
 		}
 		final := "charge.succeeded"

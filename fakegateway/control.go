@@ -59,6 +59,10 @@ func (g *Gateway) postFault(c echo.Context) error {
 		f, err = g.armFault(c.Request().Context(), req)
 	}
 	if fromForm {
+		if err == nil {
+			// The page confirms what was armed, looked up by id: no text travels in the URL.
+			return c.Redirect(http.StatusSeeOther, "/?armed="+strconv.FormatInt(f.ID, 10))
+		}
 		return g.redirectHome(c, err)
 	}
 	if err != nil {
@@ -70,6 +74,9 @@ func (g *Gateway) postFault(c echo.Context) error {
 func (g *Gateway) deleteFaults(c echo.Context) error {
 	err := g.disarmAll(c.Request().Context())
 	if isForm(c) {
+		if err == nil {
+			return c.Redirect(http.StatusSeeOther, "/?disarmed=all")
+		}
 		return g.redirectHome(c, err)
 	}
 	if err != nil {

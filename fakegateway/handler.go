@@ -32,6 +32,8 @@ func (g *Gateway) Handler() http.Handler {
 	ctl.DELETE("/faults", g.deleteFaults).Name = "control.faults.disarm"
 	// HTML forms cannot send DELETE; the page posts here instead.
 	ctl.POST("/faults/disarm", g.deleteFaults).Name = "control.faults.disarm_form"
+	ctl.DELETE("/faults/:id", g.deleteFault).Name = "control.fault.disarm"
+	ctl.POST("/faults/:id/disarm", g.deleteFault).Name = "control.fault.disarm_form"
 	ctl.GET("/deliveries", g.listDeliveries).Name = "control.deliveries"
 	ctl.POST("/events/:id/resend", g.postResend).Name = "control.events.resend"
 

@@ -77,7 +77,7 @@ func TestPageInABrowser(t *testing.T) {
 		chromedp.Navigate(base+"/?token="+testControlToken),
 		chromedp.WaitVisible(sel("fault-panel")),
 		chromedp.Click(chromedp.CSS(`[data-testid="fault-form-latency"] button`)),
-		chromedp.WaitVisible(chromedp.CSS(`table[data-testid="armed-faults"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`ul[data-testid="armed-faults"]`)),
 	)
 	if n := armed(t); n != 1 {
 		t.Fatalf("after the page's Arm: got %d armed faults, want 1", n)

@@ -64,6 +64,7 @@ type faultRow struct {
 	Copies      int
 	Code        string
 	CreatedAt   time.Time
+	DisarmedAt  *time.Time // set when disarmed; the row stays for the page's history
 }
 
 func (faultRow) TableName() string { return "gw_faults" }
