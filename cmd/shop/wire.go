@@ -99,6 +99,10 @@ func mountRoutes(e *echo.Echo, cfg Config, db *gorm.DB, registry *prometheus.Reg
 	(&handlers.ReconciliationAPI{Reconciler: reconciler}).Routes(api)
 	(&handlers.OpsPages{Mailbox: effects, Reconciler: reconciler, Tenants: tenants}).Routes(e)
 	(&handlers.LabPages{Runner: labWeb{}, GatewayURL: cfg.GatewayURL}).Routes(e)
+	(&handlers.DemoTools{GatewayURL: cfg.GatewayURL, Reset: func(ctx context.Context) error {
+		_, err := models.ResetDemo(ctx, db, models.DemoTenants(cfg.APIKeys))
+		return err
+	}}).Routes(e)
 	return &background{jobs: jobs, completer: completer, journal: journal}, nil
 }
 
