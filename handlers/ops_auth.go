@@ -21,9 +21,9 @@ import (
 // OpsCookie is the name of the operator session cookie.
 const OpsCookie = "checkoutlab_ops"
 
-// OperatorRoutes are the operator tools, for Guard: they show every tenant's customers, or
-// (the lab) start whole shops.
-var OperatorRoutes = []string{"/mailbox", "/reconciliation", "/lab"}
+// OperatorRoutes are the operator tools, for Guard: they show every tenant's customers, start
+// whole shops (the lab) or put the demo stock back (reset-demo).
+var OperatorRoutes = []string{"/mailbox", "/reconciliation", "/lab", "/ops/reset-demo"}
 
 // OpsSessionTTL is how long an operator stays logged in.
 const OpsSessionTTL = 12 * time.Hour

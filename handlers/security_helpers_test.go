@@ -25,7 +25,7 @@ const testOpsPassword = "correct horse battery staple"
 
 // secureShop is the real router with everything a stranger can reach, wired as cmd/shop wires
 // it: the storefront, the JSON API (orders, checkout, payments), the operator login guarding
-// /mailbox, /reconciliation and /lab, metrics and static files, on a seeded database, with a
+// the operator routes (mailbox, reconciliation, lab, reset-demo), metrics and static files, on a seeded database, with a
 // real fake gateway behind the payment operations.
 type secureShop struct {
 	srv    *httptest.Server
@@ -72,6 +72,7 @@ func MustSecureShop(tb testing.TB, db *gorm.DB, unstarted bool, opts ...handlers
 	reconciler := &payments.Reconciler{DB: db, Gateway: gateway, Keys: keys, Grace: time.Minute}
 	(&handlers.OpsPages{Mailbox: effects, Reconciler: reconciler, Tenants: tenants}).Routes(e)
 	(&handlers.LabPages{Runner: &fakeLabRunner{}}).Routes(e)
+	(&handlers.DemoTools{Reset: func(context.Context) error { return nil }}).Routes(e)
 
 	srv := httptest.NewUnstartedServer(e)
 	if !unstarted {

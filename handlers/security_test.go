@@ -56,7 +56,7 @@ func TestOperatorPages(t *testing.T) {
 		html := []string{"Accept", "text/html,application/xhtml+xml"}
 
 		t.Run("RefusedWithoutLogin", func(t *testing.T) {
-			for _, path := range []string{"/mailbox", "/reconciliation?tenant=globex", "/lab", "/lab/runs/run_1"} {
+			for _, path := range []string{"/mailbox", "/reconciliation?tenant=globex", "/lab", "/lab/runs/run_1", "/ops/reset-demo"} {
 				resp, _ := get(t, anon, base+path, html...)
 				want := "/ops/login?next=" + url.QueryEscape(path)
 				if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != want {
@@ -67,13 +67,15 @@ func TestOperatorPages(t *testing.T) {
 					t.Errorf("script GET %s: got %d %s, want 401 operator_login_required", path, resp.StatusCode, body)
 				}
 			}
-			resp, body := mustDo(t, anon, mustRequest(t, http.MethodPost, base+"/lab/lost_response/run", "mode=protected",
-				"Content-Type", echo.MIMEApplicationForm))
-			if resp.StatusCode != http.StatusUnauthorized {
-				t.Errorf("POST /lab/…/run: got %d %s, want 401", resp.StatusCode, body)
+			for _, path := range []string{"/lab/lost_response/run", "/ops/reset-demo"} {
+				resp, body := mustDo(t, anon, mustRequest(t, http.MethodPost, base+path, "mode=protected",
+					"Content-Type", echo.MIMEApplicationForm))
+				if resp.StatusCode != http.StatusUnauthorized {
+					t.Errorf("POST %s: got %d %s, want 401", path, resp.StatusCode, body)
+				}
 			}
 			// The guard matches routes, not spellings of them.
-			resp, _ = get(t, anon, base+"/%6Cab", html...)
+			resp, _ := get(t, anon, base+"/%6Cab", html...)
 			if resp.StatusCode == http.StatusOK {
 				t.Errorf("GET /%%6Cab: got 200, want no lab page without login")
 			}
@@ -102,7 +104,7 @@ func TestOperatorPages(t *testing.T) {
 			if got := MustLocation(t, resp); got != "/reconciliation?tenant=globex" {
 				t.Errorf("after login: got redirect to %q, want back to the page asked for", got)
 			}
-			for _, path := range []string{"/mailbox", "/reconciliation?tenant=acme", "/lab"} {
+			for _, path := range []string{"/mailbox", "/reconciliation?tenant=acme", "/lab", "/ops/reset-demo"} {
 				b.MustGet(t, path, http.StatusOK)
 			}
 			// Logging out ends it.
@@ -356,7 +358,7 @@ func TestSecurityHeaders(t *testing.T) {
 		b.MustGet(t, "/ops/login", http.StatusOK)
 		b.MustPost(t, "/ops/login", url.Values{"password": {testOpsPassword}, "next": {"/lab"}}, http.StatusSeeOther)
 		pages := []string{"/", "/shop/acme", "/shop/acme/products/camp-mug", "/shop/acme/cart", "/shop/acme/orders",
-			orderPath, "/ops/login?next=/mailbox", "/mailbox", "/reconciliation", "/lab", "/no/such/page"}
+			orderPath, "/ops/login?next=/mailbox", "/mailbox", "/reconciliation", "/lab", "/ops/reset-demo", "/no/such/page"}
 		b.MustAdd(t, "acme", "headlamp", "1")
 		pages = append(pages, "/shop/acme/checkout")
 		for _, path := range pages {
