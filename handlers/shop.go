@@ -57,7 +57,7 @@ type Storefront struct {
 	PayIdempotent      echo.MiddlewareFunc
 	Keys               KeyLookup
 	// Journal, when set, shows "What happened" on the order page: the order's journal.
-	Journal OrderJournal
+	Journal OrderJournalPages
 	// DefaultTenant is the store "/" shows; "acme" when empty.
 	DefaultTenant string
 }
@@ -65,6 +65,12 @@ type Storefront struct {
 // OrderJournal reads an order's journal, oldest first. *models.JournalStore is one.
 type OrderJournal interface {
 	ForOrder(ctx context.Context, orderID string) ([]models.JournalEvent, error)
+}
+
+// OrderJournalPages reads an order's journal a page at a time, for the order page, whose
+// journal may be long. *models.JournalStore is one.
+type OrderJournalPages interface {
+	ForOrderPage(ctx context.Context, orderID string, offset, limit int) (models.JournalPage, error)
 }
 
 // Route names, for c.Echo().Reverse.

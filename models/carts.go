@@ -10,8 +10,10 @@ import (
 	"gorm.io/gorm/clause"
 )
 
-// MaxLineQuantity is the most units of one product a cart line or order line may hold.
-const MaxLineQuantity = 99
+// MaxLineQuantity is the most units of one product a cart line or order line may hold: enough
+// for any shopper, small enough that one order (or one shopper with a card that is always
+// declined, until the order expires) cannot take a product's whole demo stock.
+const MaxLineQuantity = 10
 
 // CartStore keeps each browser session's cart.
 type CartStore struct{ db *gorm.DB }

@@ -15,7 +15,7 @@ import (
 // two writers racing for the same transition cannot both win.
 //
 //	payment: pending → succeeded | failed | refunded;  succeeded → refunded
-//	order:   pending_payment → paid | payment_failed;  payment_failed → paid
+//	order:   pending_payment → paid | payment_failed | expired;  payment_failed → paid | expired
 var (
 	paymentPredecessors = map[string][]string{
 		PaymentSucceeded: {PaymentPending},
@@ -25,6 +25,7 @@ var (
 	orderPredecessors = map[string][]string{
 		OrderPaid:          {OrderPendingPayment, OrderPaymentFailed},
 		OrderPaymentFailed: {OrderPendingPayment},
+		OrderExpired:       {OrderPendingPayment, OrderPaymentFailed},
 	}
 )
 
@@ -63,11 +64,14 @@ type NewPayment struct {
 // CreatePaymentTx inserts a pending payment for the order inside the caller's transaction. Its
 // gateway key is derived from its own id ("<payment id>:charge"): recorded before the gateway
 // is ever called, identical on every attempt and after a restart. It returns
-// ErrOrderAlreadyPaid or ErrPaymentInProgress when the order cannot take a new payment.
+// ErrOrderAlreadyPaid, ErrOrderExpired or ErrPaymentInProgress when the order cannot take a
+// new payment; the caller then rolls back.
 func CreatePaymentTx(tx *gorm.DB, in NewPayment) (*Payment, error) {
 	switch in.Order.Status {
 	case OrderPaid:
 		return nil, ErrOrderAlreadyPaid
+	case OrderExpired:
+		return nil, ErrOrderExpired
 	}
 	id := NewID("pay")
 	p := &Payment{
@@ -99,6 +103,31 @@ func CreatePaymentTx(tx *gorm.DB, in NewPayment) (*Payment, error) {
 			return nil, ErrOrderAlreadyPaid
 		}
 		return nil, ErrPaymentInProgress
+	}
+	// A new attempt: the order's hold starts again now (ExpireUnpaidOrders counts from
+	// updated_at). The update is conditional on a status that can still be paid, so an order
+	// expired since it was read is refused (the caller rolls the payment back), and on
+	// PostgreSQL it holds the order's row until commit, so the expiry job cannot expire the
+	// order under this payment. It comes after the insert on purpose: an insert that waits
+	// for another payment of the order to settle must not hold the order's row meanwhile, or
+	// it and the settlement (which moves the order) would wait for each other.
+	held := tx.Model(&Order{}).Where("id = ? AND status IN ?", in.Order.ID, orderPredecessors[OrderExpired]).
+		Update("updated_at", tx.NowFunc())
+	if held.Error != nil {
+		return nil, fmt.Errorf("hold order for payment: %w", held.Error)
+	}
+	if held.RowsAffected == 0 {
+		var status string
+		if err := tx.Model(&Order{}).Where("id = ?", in.Order.ID).Pluck("status", &status).Error; err != nil {
+			return nil, fmt.Errorf("read order status: %w", err)
+		}
+		switch status {
+		case OrderExpired:
+			return nil, ErrOrderExpired
+		case OrderPaid:
+			return nil, ErrOrderAlreadyPaid
+		}
+		return nil, Errorf(KindNotFound, ErrNotFound.Code, "no order %q", in.Order.ID)
 	}
 	return p, nil
 }
