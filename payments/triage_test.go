@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -50,12 +52,13 @@ func mustTriageStack(t *testing.T, db *gorm.DB) *triageStack {
 		journal: models.NewJournalStore(db, nil)}
 	st.gw = payments.NewGatewayClient(st.srv.URL, 5*time.Second)
 	outbox := &countingOutbox{}
-	st.service = &payments.Service{DB: db, Gateway: st.gw, Outbox: outbox, Render: renderOutcome, Journal: st.journal}
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	st.service = &payments.Service{DB: db, Gateway: st.gw, Outbox: outbox, Render: renderOutcome, Journal: st.journal, Logger: quiet}
 	st.proc = &payments.WebhookProcessor{DB: db, Outbox: outbox, Journal: st.journal}
 	// No grace: whatever is pending now counts as unresolved, so the tests need not wait.
 	st.rec = &payments.Reconciler{DB: db, Gateway: st.gw, Keys: st.keys, Dismissed: models.NewDecisionStore(db)}
 	st.desk = &payments.Triage{DB: db, Reconciler: st.rec, Gateway: st.gw, Webhooks: st.proc, Service: st.service,
-		Keys: st.keys, Lease: time.Minute, Journal: st.journal}
+		Keys: st.keys, Lease: time.Minute, Journal: st.journal, Logger: quiet}
 	return st
 }
 
