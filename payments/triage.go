@@ -126,7 +126,8 @@ func (t *Triage) Act(ctx context.Context, req ActionRequest) (*ActionResult, err
 		models.ActionDismissDuplicate:  t.dismissDuplicate,
 	}[req.Action]
 	if !anyOf(findings, repairs[req.Action]) {
-		return nil, notAllowed("%s does not apply to order %s: the report lists it under %s", req.Action, order.ID, listOrNone(findings))
+		return nil, notAllowed("%s repairs %s; the report lists order %s under %s",
+			req.Action, strings.Join(repairs[req.Action], ", "), order.ID, listOrNone(findings))
 	}
 	paymentID, err := act(ctx, order, chargesOf[order.ID], d, req)
 	if err != nil {
@@ -261,8 +262,12 @@ func (t *Triage) refundExtraCharge(ctx context.Context, order *models.Order, cha
 		return "", &models.Error{Kind: models.KindBadGateway, Code: "refund_outcome_unknown",
 			Message: "the gateway's answer to the refund was lost; retry the action, it refunds at most once", Err: err}
 	}
-	d.Detail = fmt.Sprintf("charge %s (%d %s) refunded at the gateway under key %s; the order keeps %s",
-		extra.ID, extra.Amount, extra.Currency, models.RefundKeyFor(order.ID, extra.ID), orNone(kept))
+	how := "refunded at the gateway"
+	if d.Result == ResultAlreadyRefunded {
+		how = "found refunded already at the gateway (another click or a retry got there first)"
+	}
+	d.Detail = fmt.Sprintf("charge %s (%d %s) %s under key %s; the order keeps %s",
+		extra.ID, extra.Amount, extra.Currency, how, models.RefundKeyFor(order.ID, extra.ID), orNone(kept))
 	return "", nil
 }
 
