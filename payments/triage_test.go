@@ -91,6 +91,17 @@ func (st *triageStack) checkout(t *testing.T, tenant, key, card, email string, i
 	return resp, *rec.OrderID, err
 }
 
+// uncharged checks out with the gateway answering 503 before it charges: the operation is
+// left at payment_created with its key released and a pending payment, nothing charged, as a
+// client that never came back leaves it. It returns the order.
+func (st *triageStack) uncharged(t *testing.T, tenant, key, card, email string, items ...models.Item) string {
+	t.Helper()
+	mustArm(t, st.srv, map[string]any{"fault": "error_before_commit"})
+	_, orderID, err := st.checkout(t, tenant, key, card, email, items...)
+	mustCode(t, err, "gateway_unavailable")
+	return orderID
+}
+
 // plant makes a charge at the gateway as someone other than the shop could: under key, with
 // the payment's metadata, for amount.
 func (st *triageStack) plant(t *testing.T, pay *models.Payment, key, card string, amount int64) payments.GatewayCharge {
@@ -189,9 +200,7 @@ func TestAmountMismatch(t *testing.T) {
 	modelstest.ForEachDialect(t, func(t *testing.T, db *gorm.DB) {
 		st := mustTriageStack(t, db)
 		t.Run("OneCentByWebhook", func(t *testing.T) {
-			mustArm(t, st.srv, map[string]any{"fault": "error_before_commit"})
-			_, orderID, err := st.checkout(t, "globex", "cent-hook", cardOK, "ada@example.com", grinder)
-			mustCode(t, err, "gateway_unavailable")
+			orderID := st.uncharged(t, "globex", "cent-hook", cardOK, "ada@example.com", grinder)
 			pay := currentPayment(t, st, "globex", orderID)
 			cent := st.plant(t, pay, "attacker-1", cardOK, 1)
 			ev := payments.GatewayEvent{ID: "evt_cent", Type: "charge.succeeded"}
@@ -213,9 +222,7 @@ func TestAmountMismatch(t *testing.T) {
 			}
 		})
 		t.Run("OneCentUnderTheKey", func(t *testing.T) {
-			mustArm(t, st.srv, map[string]any{"fault": "error_before_commit"})
-			_, orderID, err := st.checkout(t, "globex", "cent-key", cardOK, "bob@example.com", grinder)
-			mustCode(t, err, "gateway_unavailable")
+			orderID := st.uncharged(t, "globex", "cent-key", cardOK, "bob@example.com", grinder)
 			pay := currentPayment(t, st, "globex", orderID)
 			cent := st.plant(t, pay, pay.GatewayKey, cardOK, 1)
 			resp, _, err := st.checkout(t, "globex", "cent-key", cardOK, "bob@example.com", grinder)
@@ -232,9 +239,7 @@ func TestAmountMismatch(t *testing.T) {
 			}
 		})
 		t.Run("PlantedDecline", func(t *testing.T) {
-			mustArm(t, st.srv, map[string]any{"fault": "error_before_commit"})
-			_, orderID, err := st.checkout(t, "globex", "planted", cardOK, "cy@example.com", grinder)
-			mustCode(t, err, "gateway_unavailable")
+			orderID := st.uncharged(t, "globex", "planted", cardOK, "cy@example.com", grinder)
 			pay := currentPayment(t, st, "globex", orderID)
 			declined := st.plant(t, pay, pay.GatewayKey, cardDeclined, 100)
 			resp, _, err := st.checkout(t, "globex", "planted", cardOK, "cy@example.com", grinder)
@@ -392,9 +397,7 @@ func TestTriageActions(t *testing.T) {
 				return p.Stock
 			}
 			before := stockOf()
-			mustArm(t, st.srv, map[string]any{"fault": "error_before_commit"})
-			_, orderID, err := st.checkout(t, "acme", "stuck-nothing", cardOK, "nothing@example.com")
-			mustCode(t, err, "gateway_unavailable")
+			orderID := st.uncharged(t, "acme", "stuck-nothing", cardOK, "nothing@example.com")
 			refused(t, orderID, "refund_extra_charge", "")
 			refused(t, orderID, "dismiss_duplicate", "")
 			res, err := st.act("acme", orderID, "check_now", "")
@@ -449,9 +452,7 @@ func TestTriageActions(t *testing.T) {
 		})
 
 		t.Run("OneCentCharge", func(t *testing.T) {
-			mustArm(t, st.srv, map[string]any{"fault": "error_before_commit"})
-			_, orderID, err := st.checkout(t, "acme", "cent", cardOK, "cent@example.com")
-			mustCode(t, err, "gateway_unavailable")
+			orderID := st.uncharged(t, "acme", "cent", cardOK, "cent@example.com")
 			cent := st.plant(t, currentPayment(t, st, "acme", orderID), "cent-attacker", cardOK, 1)
 			res, err := st.act("acme", orderID, "refund_extra_charge", "")
 			if err != nil || res.Result != payments.ResultRefunded || !strings.Contains(res.Detail, cent.ID) {

@@ -177,7 +177,7 @@ func (c *labClient) checkout(ctx context.Context, ch lab.Checkout) labAnswer {
 		tenant = "acme"
 	}
 	body := labCheckoutBody(ch, c.email())
-	send := func(key string) labAnswer { return c.post(ctx, tenant, key, body) }
+	send := func(key string) labAnswer { return c.post(ctx, "/api/v1/checkout", tenant, key, body) }
 	if ch.Browser {
 		tab, err := c.openTab(ctx, tenant, ch)
 		if err != nil {
@@ -230,8 +230,9 @@ func answerOf(res *http.Response) labAnswer {
 	return a
 }
 
-func (c *labClient) post(ctx context.Context, tenant, key string, body []byte) labAnswer {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.shop+"/api/v1/checkout", bytes.NewReader(body))
+// post sends one JSON POST to the shop's API path, as tenant, under key.
+func (c *labClient) post(ctx context.Context, path, tenant, key string, body []byte) labAnswer {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.shop+path, bytes.NewReader(body))
 	if err != nil {
 		return labAnswer{err: err}
 	}

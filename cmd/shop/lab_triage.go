@@ -4,12 +4,10 @@ package main
 // invariants that judge a repair.
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
-	"net/http"
 	"slices"
 	"sync"
 
@@ -41,7 +39,7 @@ func (c *labClient) triage(ctx context.Context, tr lab.Triage) error {
 		go func() {
 			defer wg.Done()
 			c.recordAs(models.ActorClient, "triage", tenant, key, fmt.Sprintf("operator sent %s on order %s with key %s", tr.Action, orders[0], key))
-			a := c.postAction(ctx, tenant, key, body)
+			a := c.post(ctx, "/api/v1/reconciliation/actions", tenant, key, body)
 			detail := answerDetail(a.status, a.body, a.err)
 			if result, _ := a.body["result"].(string); result != "" {
 				detail += " " + result
@@ -51,22 +49,6 @@ func (c *labClient) triage(ctx context.Context, tr lab.Triage) error {
 	}
 	wg.Wait()
 	return nil
-}
-
-func (c *labClient) postAction(ctx context.Context, tenant, key string, body []byte) labAnswer {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.shop+"/api/v1/reconciliation/actions", bytes.NewReader(body))
-	if err != nil {
-		return labAnswer{err: err}
-	}
-	req.Header.Set("Authorization", "Bearer "+c.apiKeys[tenant])
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", key)
-	res, err := c.http.Do(req)
-	if err != nil {
-		return labAnswer{err: err}
-	}
-	defer res.Body.Close()
-	return answerOf(res)
 }
 
 // repairChecks checks the invariants of s.Repair over the run's orders, the gateway's charges
