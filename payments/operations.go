@@ -198,6 +198,9 @@ func (s *Service) charge(ctx context.Context, key Key, endpoint string, resumed 
 			return Response{}, &models.Error{Kind: models.KindUnavailable, Code: "gateway_unavailable",
 				Message: "the payment provider could not be asked about this payment; retry with the same Idempotency-Key, you will not be charged twice", Err: err}
 		}
+		if charges, err = s.ownCharges(ctx, ev, pay, charges); err != nil {
+			return Response{}, err
+		}
 		result, found = resultFromLedger(charges)
 	}
 	if !found {
@@ -334,6 +337,8 @@ func Declined(code string) *models.Error {
 		msg = "Your card was declined: insufficient funds. Try another card."
 	case "processing_error":
 		msg = "The payment provider refused this payment. Nothing was charged; try another card."
+	case "abandoned":
+		msg = "This payment could not be confirmed and was cancelled by the shop. Nothing was charged."
 	}
 	return &models.Error{Kind: models.KindDeclined, Code: "card_declined", Message: msg,
 		Fields: map[string]string{"decline_code": code}}

@@ -58,7 +58,7 @@ func (p *WebhookProcessor) Process(ctx context.Context, ev GatewayEvent) (decisi
 	charge := ev.Data.Charge
 	err = p.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		recorded, err := models.RecordWebhookEventTx(tx, &models.WebhookEvent{
-			EventID: ev.ID, Type: ev.Type, ChargeID: charge.ID, Decision: models.DecisionNoChange,
+			EventID: ev.ID, Type: ev.Type, ChargeID: charge.ID, Decision: models.DecisionNoChange, PayloadHash: payloadHash(ev),
 		})
 		if err != nil {
 			return err
@@ -87,8 +87,16 @@ func (p *WebhookProcessor) Process(ctx context.Context, ev GatewayEvent) (decisi
 				Detail: fmt.Sprintf("%s: %s %s for charge %s", detail, ev.Type, ev.ID, charge.ID)})
 		}
 		if !recorded {
-			// A redelivery: it changes nothing, but the ops view shows that it came.
+			// A redelivery: it changes nothing, but the ops view shows that it came — and a
+			// changed payload under a processed id is flagged for reconciliation.
 			duplicate = true
+			conflict, err := models.MarkWebhookConflictTx(tx, ev.ID, *payloadHash(ev))
+			if err != nil {
+				return err
+			}
+			if conflict {
+				return journal("conflict: another payload under an already-processed webhook-id, nothing changed; reconciliation lists it")
+			}
 			return journal("duplicate, already processed, nothing changed")
 		}
 		decision = models.DecisionNoChange
@@ -96,10 +104,12 @@ func (p *WebhookProcessor) Process(ctx context.Context, ev GatewayEvent) (decisi
 		// by a provider that ignored our key) must not move this payment: reconciliation
 		// reports that charge instead.
 		otherCharge := pay.GatewayChargeID != nil && *pay.GatewayChargeID != charge.ID
+		// Nor may a charge of another amount or currency: it is not this payment's outcome.
+		mismatch := !chargeFits(pay, charge)
 		if status == "" && !p.Protections.On(SwitchMonotonicStatus) {
 			status = models.PaymentPending // LAB ONLY: the event's status is written as it is
 		}
-		if status != "" && !otherCharge {
+		if status != "" && !otherCharge && !mismatch {
 			t, err := p.Protections.settleTx(tx, pay.ID, status, charge.ID, charge.FailureCode)
 			if err != nil {
 				return err
@@ -119,6 +129,9 @@ func (p *WebhookProcessor) Process(ctx context.Context, ev GatewayEvent) (decisi
 		}
 		if err := models.SetWebhookDecisionTx(tx, ev.ID, decision, pay.ID); err != nil {
 			return err
+		}
+		if mismatch {
+			return journal(mismatchDetail(pay, charge))
 		}
 		return journal(decision)
 	})

@@ -157,6 +157,8 @@ func (c *labClient) play(ctx context.Context, st *labStack, step lab.Step) error
 			c.recordAs(models.ActorShop, models.JournalReaper, k[0], k[1], fmt.Sprintf(
 				"reaped: the retention has passed; %d completed key(s) and their stored answers are deleted", n.Keys))
 		}
+	case step.Triage != nil:
+		return c.triage(ctx, *step.Triage)
 	case step.Wait > 0:
 		select {
 		case <-time.After(step.Wait):
@@ -175,7 +177,7 @@ func (c *labClient) checkout(ctx context.Context, ch lab.Checkout) labAnswer {
 		tenant = "acme"
 	}
 	body := labCheckoutBody(ch, c.email())
-	send := func(key string) labAnswer { return c.post(ctx, tenant, key, body) }
+	send := func(key string) labAnswer { return c.post(ctx, "/api/v1/checkout", tenant, key, body) }
 	if ch.Browser {
 		tab, err := c.openTab(ctx, tenant, ch)
 		if err != nil {
@@ -228,8 +230,9 @@ func answerOf(res *http.Response) labAnswer {
 	return a
 }
 
-func (c *labClient) post(ctx context.Context, tenant, key string, body []byte) labAnswer {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.shop+"/api/v1/checkout", bytes.NewReader(body))
+// post sends one JSON POST to the shop's API path, as tenant, under key.
+func (c *labClient) post(ctx context.Context, path, tenant, key string, body []byte) labAnswer {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.shop+path, bytes.NewReader(body))
 	if err != nil {
 		return labAnswer{err: err}
 	}

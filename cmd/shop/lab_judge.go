@@ -128,6 +128,11 @@ func (st *labStack) evaluate(ctx context.Context, s lab.Scenario, since time.Tim
 	}
 
 	checks := checksOf(s, orders, ledger.Charges, client.answerSets())
+	repair, err := st.repairChecks(ctx, s, orders, ledger.Charges)
+	if err != nil {
+		return nil, nil, err
+	}
+	checks = append(checks, repair...)
 
 	rows := client.rows()
 	seen := map[string]bool{} // orders sharing a key share that key's events: show each once

@@ -76,7 +76,8 @@ func mountRoutes(e *echo.Echo, cfg Config, db *gorm.DB, registry *prometheus.Reg
 
 	e.StaticFS("/static", static.FS)
 	(&handlers.Ops{Ping: func(ctx context.Context) error { return models.Ping(ctx, db) }, Registry: registry}).Routes(e)
-	(&handlers.Webhooks{Verifier: verifier, Processor: &payments.WebhookProcessor{DB: db, Outbox: jobs, Journal: journal, Logger: logger, Protections: protect}}).Routes(e)
+	processor := &payments.WebhookProcessor{DB: db, Outbox: jobs, Journal: journal, Logger: logger, Protections: protect}
+	(&handlers.Webhooks{Verifier: verifier, Processor: processor}).Routes(e)
 
 	(&handlers.Storefront{Tenants: tenants, Products: products, Carts: models.NewCartStore(db), Orders: orders,
 		Payments: service, Keys: keys, Journal: journal,
@@ -94,10 +95,15 @@ func mountRoutes(e *echo.Echo, cfg Config, db *gorm.DB, registry *prometheus.Reg
 		CheckoutIdempotent: handlers.Idempotent(keys, cfg.IdempotencyLease, cards.CheckoutFingerprint, keyMetrics, withJournal, withProtections),
 		PaymentIdempotent:  handlers.Idempotent(keys, cfg.IdempotencyLease, cards.PaymentFingerprint, keyMetrics, withJournal, withProtections),
 	}).Routes(api)
-	reconciler := &payments.Reconciler{DB: db, Gateway: gateway, Keys: keys,
+	decisions := models.NewDecisionStore(db)
+	reconciler := &payments.Reconciler{DB: db, Gateway: gateway, Keys: keys, Dismissed: decisions,
 		Grace: 2*cfg.IdempotencyLease + cfg.CompleterInterval + 2*cfg.GatewayTimeout}
-	(&handlers.ReconciliationAPI{Reconciler: reconciler}).Routes(api)
-	(&handlers.OpsPages{Mailbox: effects, Reconciler: reconciler, Tenants: tenants}).Routes(e)
+	desk := &payments.Triage{DB: db, Reconciler: reconciler, Gateway: gateway, Webhooks: processor, Service: service,
+		Keys: keys, Lease: cfg.IdempotencyLease, Journal: journal, Logger: logger}
+	actionsIdempotent := handlers.Idempotent(keys, cfg.IdempotencyLease, handlers.ActionFingerprint, keyMetrics, withJournal, withProtections)
+	(&handlers.ReconciliationAPI{Reconciler: reconciler, Desk: desk, Idempotent: actionsIdempotent}).Routes(api)
+	(&handlers.OpsPages{Mailbox: effects, Reconciler: reconciler, Tenants: tenants,
+		Desk: desk, Decisions: decisions, Idempotent: actionsIdempotent}).Routes(e)
 	(&handlers.LabPages{Runner: labWeb{}, GatewayURL: cfg.GatewayURL}).Routes(e)
 	(&handlers.DemoTools{GatewayURL: cfg.GatewayURL, Reset: func(ctx context.Context) error {
 		_, err := models.ResetDemo(ctx, db, models.DemoTenants(cfg.APIKeys))

@@ -39,6 +39,18 @@ const (
 // Invariants lists them in the order a report shows them.
 var Invariants = []string{ChargesPerOrder, OrdersPerKey, PaidOrders, ReceiptsPerPaidOrder, StatusMatchesGateway, PurchasesComplete}
 
+// Invariants of a repair: a scenario whose steps include an operator's triage action lists
+// them in Scenario.Repair, and they must hold in both modes — the repair works whether or not
+// there was anything to repair.
+const (
+	// KeepsOneCharge: every paid order of the run keeps exactly one succeeded, unrefunded
+	// charge: the extra ones were refunded, and no click refunded the one the order keeps.
+	KeepsOneCharge = "keeps_one_charge"
+	// ReconciliationClean: the reconciliation report names none of the run's orders, except
+	// as a suspected duplicate purchase (for review, not a failure).
+	ReconciliationClean = "reconciliation_clean"
+)
+
 // Scenario is one failure, told and runnable.
 type Scenario struct {
 	Name      string // the CLI's name for it
@@ -57,7 +69,10 @@ type Scenario struct {
 	// first time an operation reaches this crash point (payments.CrashPoints); a Restart step
 	// starts it again without one.
 	CrashAt string
-	Steps   []Step
+	// Repair lists the invariants an operator's repair must hold, in both modes (see
+	// KeepsOneCharge). The runner checks them besides Invariants.
+	Repair []string
+	Steps  []Step
 }
 
 // Step is one thing the lab's client or the trainer does. Exactly one field is set.
@@ -71,6 +86,22 @@ type Step struct {
 	// ExpireKeys fast-forwards past the keys' retention: the reaper (the real one, the job
 	// periodic job, whose interval follows the retention) deletes every completed key now.
 	ExpireKeys bool
+	// Triage is an operator's action on the reconciliation desk.
+	Triage *Triage
+}
+
+// Triage is an operator's action on a reconciliation finding: POST
+// /api/v1/reconciliation/actions with the tenant's API key, on the order an earlier Checkout
+// step's key was answered with. Copies are sent at once, each under its own Idempotency-Key
+// (two clicks from two pages, or two operators): only the action's own idempotency toward the
+// gateway keeps them to one refund. Each answer goes into the run's timeline; the judge reads
+// the outcome from the ledger and the report, not from the answers.
+type Triage struct {
+	Tenant  string // "acme" unless set
+	Action  string // check_now, refund_extra_charge, settle_stuck, dismiss_duplicate
+	OrderOf string // the Key of the Checkout step whose order it acts on
+	Reason  string // "lab: " + Action unless set
+	Copies  int    // 0 means 1
 }
 
 // Checkout is a one-step checkout sent by the lab's client.
@@ -311,6 +342,24 @@ var Scenarios = []Scenario{
 			checkout(Checkout{Key: "declined", Card: cardDeclined, Retry: true}),
 		},
 	},
+	{
+		Name: "repair_double_charge", Title: "Repair a double charge",
+		RealLife: "The gateway charged, the answer was lost, and the retry of a shop that makes up its gateway key per attempt charged the card again. " +
+			"An operator finds the double charge on the reconciliation page and clicks Refund — twice, quickly, while a colleague clicks too.",
+		Mechanism: "The repair is idempotent too. The desk asks the gateway what it holds now, refunds the newest succeeded charge beyond the one the order keeps, " +
+			"under a key derived from the order and that charge (<order id>:refund:<charge id>), and records the decision in the order's journal. " +
+			"Two clicks refund once: the order keeps its charge, stays paid, and reconciliation is clean. " +
+			"With the derived charge key there is nothing to repair, and the desk refuses the refund (409 action_not_allowed).",
+		Switch: payments.SwitchDerivedGatewayKey, Breaks: ChargesPerOrder, PaidOrders: 1,
+		Repair: []string{KeepsOneCharge, ReconciliationClean},
+		Links:  []string{"payments/triage.go", "handlers/reconciliation_actions.go", "docs/failure-modes.md"},
+		Steps: []Step{
+			fault("commit_then_drop"),
+			fault("webhook_delay", "delay_ms", 2000), // the retry comes before the webhook
+			checkout(Checkout{Key: "repair", Retry: true}),
+			{Triage: &Triage{Action: "refund_extra_charge", OrderOf: "repair", Copies: 2}},
+		},
+	},
 }
 
 // crashSteps are the steps of a crash scenario: a checkout whose connection dies with the
@@ -380,15 +429,28 @@ type Result struct {
 // Judge sets the verdict of r for s: a protected run must hold every invariant; an
 // unprotected run must break s.Breaks (or, for a boundary scenario, hold every invariant).
 func Judge(s Scenario, r *Result) {
-	var broken []string
+	var broken, repairBroken []string
+	checked := map[string]bool{}
 	for _, c := range r.Checks {
-		if !c.Holds {
+		checked[c.Invariant] = true
+		switch {
+		case c.Holds:
+		case contains(s.Repair, c.Invariant):
+			repairBroken = append(repairBroken, c.Invariant)
+		default:
 			broken = append(broken, c.Invariant)
+		}
+	}
+	for _, inv := range s.Repair {
+		if !checked[inv] {
+			repairBroken = append(repairBroken, inv+" (not checked)")
 		}
 	}
 	switch {
 	case r.Err != "":
 		r.OK, r.Verdict = false, "the run failed: "+r.Err
+	case len(repairBroken) > 0:
+		r.OK, r.Verdict = false, "the repair did not hold: "+strings.Join(repairBroken, ", ")
 	case r.Mode == Protected && len(broken) == 0 && s.Breaks == "":
 		r.OK, r.Verdict = true, "as it should be: every invariant holds"
 	case r.Mode == Protected && len(broken) == 0:
