@@ -371,8 +371,16 @@ func (s *OrderStore) ExpireUnpaidOrders(ctx context.Context, cutoff time.Time, l
 		for i, r := range rows {
 			ids[i] = r.ID
 		}
+		// Stock comes back once per order, whoever gives it back: an operator may already have
+		// released it (the triage desk's settle as failed, ReleaseStockTx). The same
+		// conditional mark as there picks the orders whose stock is still out.
+		var release []string
+		if err := tx.Raw(`UPDATE orders SET stock_released_at = ? WHERE id IN ? AND stock_released_at IS NULL RETURNING id`,
+			tx.NowFunc(), ids).Scan(&release).Error; err != nil {
+			return fmt.Errorf("mark stock of expired orders released: %w", err)
+		}
 		var lines []OrderLine
-		if err := tx.Where("order_id IN ?", ids).Find(&lines).Error; err != nil {
+		if err := tx.Where("order_id IN ?", release).Find(&lines).Error; err != nil {
 			return fmt.Errorf("load lines of expired orders: %w", err)
 		}
 		units := map[string]int{}

@@ -84,6 +84,18 @@ func ReleaseStockTx(tx *gorm.DB, orderID string) (bool, error) {
 	return true, nil
 }
 
+// ExpireOrderTx expires an unpaid order now, inside tx, and gives its stock back once (see
+// ReleaseStockTx): the operator's "settle as failed" ends the order as the hold would have,
+// so no later payment can pay for stock that is back on the shelf. It reports whether the
+// stock came back in this call. A paid order is left as it is.
+func ExpireOrderTx(tx *gorm.DB, orderID string) (bool, error) {
+	if err := tx.Model(&Order{}).Where("id = ? AND status IN ?", orderID, orderPredecessors[OrderExpired]).
+		Updates(map[string]any{"status": OrderExpired, "updated_at": tx.NowFunc()}).Error; err != nil {
+		return false, fmt.Errorf("expire order: %w", err)
+	}
+	return ReleaseStockTx(tx, orderID)
+}
+
 // MarkWebhookConflictTx reports whether a redelivery of eventID carries another payload than
 // the one processed first (payloadHash differs from the stored hash), and if so records when,
 // for reconciliation to list. An event recorded without a hash (before hashes were kept)

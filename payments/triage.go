@@ -379,7 +379,7 @@ func (t *Triage) settleStuck(ctx context.Context, order *models.Order, charges [
 		if !tr.Moved {
 			return notAllowed("payment %s is no longer pending: it is %s", pay.ID, tr.Payment.Status)
 		}
-		released, err := models.ReleaseStockTx(tx, order.ID)
+		released, err := models.ExpireOrderTx(tx, order.ID)
 		if err != nil {
 			return err
 		}
@@ -393,7 +393,7 @@ func (t *Triage) settleStuck(ctx context.Context, order *models.Order, charges [
 			}
 		}
 		d.Result = ResultFailed
-		d.Detail = fmt.Sprintf("payment %s marked failed (nothing charged under its key), order %s", pay.ID, tr.Order.Status)
+		d.Detail = fmt.Sprintf("payment %s marked failed (nothing charged under its key), order %s expired", pay.ID, tr.Order.ID)
 		if released {
 			d.Detail += ", its stock given back"
 		}

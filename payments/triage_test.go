@@ -409,8 +409,10 @@ func TestTriageActions(t *testing.T) {
 				t.Fatalf("settle_stuck failed: got %+v %v, want marked_failed", res, err)
 			}
 			o := st.order(t, "acme", orderID)
-			if o.Status != models.OrderPaymentFailed || o.Payments[0].Status != models.PaymentFailed {
-				t.Errorf("got order %s, payment %s; want payment_failed, failed", o.Status, o.Payments[0].Status)
+			// The order ends as the hold would end it: expired, its stock back on the shelf, so
+			// no later payment can pay for stock it no longer holds.
+			if o.Status != models.OrderExpired || o.Payments[0].Status != models.PaymentFailed {
+				t.Errorf("got order %s, payment %s; want expired, failed", o.Status, o.Payments[0].Status)
 			}
 			if got := stockOf(); got != before {
 				t.Errorf("stock: got %d, want %d (given back)", got, before)
