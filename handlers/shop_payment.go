@@ -13,6 +13,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"checkoutlab/handlers/idempotency"
 	"checkoutlab/models"
 	"checkoutlab/web/pages"
 )
@@ -116,7 +117,7 @@ func (s *Storefront) presentCheckoutAnswer(c echo.Context, cart *models.Cart, fo
 	if err != nil {
 		e := asDomainError(err)
 		switch {
-		case errors.Is(err, ErrKeyReuse):
+		case errors.Is(err, idempotency.ErrKeyReuse):
 			form.IdempotencyKey = models.NewID("idem") // a changed cart is a new operation
 			return s.rerenderCheckout(c, cart, form, nil,
 				"Your cart or your details changed since this form was first sent. Please check them and place the order again.",
@@ -188,14 +189,18 @@ func (s *Storefront) presentPayment(next echo.HandlerFunc) echo.HandlerFunc {
 }
 
 // checkoutOperation and payOperation are the handlers behind the presenters: exactly the API's.
-func (s *Storefront) checkoutOperation(c echo.Context) error { return runCheckout(c, s.Payments) }
-func (s *Storefront) payOperation(c echo.Context) error      { return runPayment(c, s.Payments) }
+func (s *Storefront) checkoutOperation(c echo.Context) error {
+	return runCheckout(c, s.Payments, idempotency.RequestOf(c).(*checkoutRequest))
+}
+func (s *Storefront) payOperation(c echo.Context) error {
+	return runPayment(c, s.Payments, idempotency.RequestOf(c).(*paymentRequest))
+}
 
 // awaitingOutcome reports whether err means "the outcome is not known yet": another request
 // holds the key, or the gateway did not answer in time and the key was released with its
 // progress. The browser then waits on the pending page; it never offers to pay again.
 func awaitingOutcome(err error) bool {
-	if errors.Is(err, ErrRequestInProgress) || errors.Is(err, models.ErrLeaseLost) {
+	if errors.Is(err, idempotency.ErrRequestInProgress) || errors.Is(err, models.ErrLeaseLost) {
 		return true
 	}
 	switch asDomainError(err).Kind {
@@ -217,8 +222,8 @@ func runAsJSON(c echo.Context, next echo.HandlerFunc, body []byte, key string) (
 	req.Body = io.NopCloser(bytes.NewReader(body))
 	req.ContentLength = int64(len(body))
 	req.Header.Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
-	if req.Header.Get(HeaderIdempotencyKey) == "" && key != "" {
-		req.Header.Set(HeaderIdempotencyKey, key)
+	if req.Header.Get(idempotency.HeaderKey) == "" && key != "" {
+		req.Header.Set(idempotency.HeaderKey, key)
 	}
 	resp := c.Response()
 	orig := resp.Writer
@@ -251,7 +256,7 @@ func (r *answerRecorder) Write(b []byte) (int, error) {
 
 // passThrough sends the captured answer (or err) as it is, for checkout.js.
 func (r *answerRecorder) passThrough(c echo.Context, err error) error {
-	for _, name := range []string{"Retry-After", HeaderIdempotentReplayed, echo.HeaderLocation} {
+	for _, name := range []string{"Retry-After", idempotency.HeaderReplayed, echo.HeaderLocation} {
 		if v := r.header.Get(name); v != "" {
 			c.Response().Header().Set(name, v)
 		}

@@ -204,49 +204,6 @@ func (s *IdempotencyStore) Reserve(ctx context.Context, req ReserveRequest) (*Re
 	return &Reservation{Outcome: InProgress, RetryAfter: time.Second}, nil
 }
 
-// ReserveCheckThenInsert is the RACY reservation that Reserve replaces, kept only for the
-// failure lab (its atomic_reservation switch): it knows two states, absent and completed. It
-// SELECTs the key; a completed key is replayed (or a mismatch refused) as by Reserve. An
-// absent key is run, and its answer is written under the key only when the operation
-// completes. Two requests that both SELECT before either completes both run the operation:
-// that window is the bug. (While it runs, the operation's progress lives in a row under a
-// private name, so the rest of the code path is unchanged.)
-func (s *IdempotencyStore) ReserveCheckThenInsert(ctx context.Context, req ReserveRequest) (*Reservation, error) {
-	db := s.db.WithContext(ctx)
-	var existing IdempotencyRecord
-	err := db.Where("tenant_id = ? AND key = ?", req.TenantID, req.Key).Take(&existing).Error
-	switch {
-	case err == nil:
-		if existing.Principal != req.Principal || existing.Endpoint != req.Endpoint || existing.Fingerprint != req.Fingerprint {
-			return &Reservation{Outcome: Mismatch}, nil
-		}
-		if existing.State != KeyCompleted {
-			return &Reservation{Outcome: InProgress, RetryAfter: time.Second}, nil
-		}
-		resp, err := existing.storedResponse()
-		if err != nil {
-			return nil, err
-		}
-		return &Reservation{Outcome: Replay, Response: resp}, nil
-	case !errors.Is(err, gorm.ErrRecordNotFound):
-		return nil, fmt.Errorf("read idempotency key: %w", err)
-	}
-	t := now()
-	token := NewID("lease")
-	row := IdempotencyRecord{
-		ID: NewID("idk"), TenantID: req.TenantID, Key: NewID("unreserved"), Principal: req.Principal,
-		Endpoint: req.Endpoint, Fingerprint: req.Fingerprint, State: KeyInProgress,
-		RecoveryPoint: RecoveryStarted, LockToken: &token, LockedAt: &t,
-		RequestParams: string(req.Params), Attempts: 1, CreatedAt: t, UpdatedAt: t,
-	}
-	if err := db.Create(&row).Error; err != nil {
-		return nil, fmt.Errorf("insert working idempotency row: %w", err)
-	}
-	k := newKeyHandle(s, &row, req.Lease)
-	k.finalKey = req.Key
-	return &Reservation{Outcome: Reserved, Key: k}, nil
-}
-
 func (r *IdempotencyRecord) storedResponse() (*StoredResponse, error) {
 	resp := &StoredResponse{Status: *r.ResponseStatus, Header: http.Header{}, Body: r.ResponseBody}
 	if r.ResponseHeaders != nil {

@@ -1,6 +1,7 @@
 package payments
 
 import (
+	"context"
 	"fmt"
 
 	"gorm.io/gorm"
@@ -69,4 +70,23 @@ func (p Protections) Check() error {
 		}
 	}
 	return fmt.Errorf("unknown protection switch %q", p.Off)
+}
+
+// KeyReserver is how the idempotency middleware reserves keys.
+type KeyReserver interface {
+	Reserve(ctx context.Context, req models.ReserveRequest) (*models.Reservation, error)
+}
+
+// Reserver is how a stack's idempotency middleware reserves keys: the store's one atomic
+// INSERT … ON CONFLICT (Reserve); with server_idempotency off, under a fresh key each time,
+// so nothing is remembered; with atomic_reservation off, by checking first and inserting at
+// the end (models/idempotency_lab.go).
+func (p Protections) Reserver(keys *models.IdempotencyStore) KeyReserver {
+	switch p.Off {
+	case SwitchServerIdempotency:
+		return models.ForgetfulReservations{Store: keys}
+	case SwitchAtomicReservation:
+		return models.CheckThenInsertReservations{Store: keys}
+	}
+	return keys
 }
