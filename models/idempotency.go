@@ -109,7 +109,7 @@ type ReserveRequest struct {
 // RetryAfter (InProgress) is set, depending on Outcome.
 type Reservation struct {
 	Outcome    Outcome
-	Key        *IdempotencyKey
+	Key        OwnedKey
 	Response   *StoredResponse
 	RetryAfter time.Duration
 }

@@ -11,6 +11,29 @@ import (
 	"gorm.io/gorm"
 )
 
+// OwnedKey is what the owner of a reserved key can do with it; a Reservation hands one out.
+// *IdempotencyKey is the shop's; the failure lab's check-then-insert reservation hands out a
+// variant of it (idempotency_lab.go).
+type OwnedKey interface {
+	ID() string
+	Key() string
+	Lease() time.Duration
+	Attempts() int
+	Params() []byte
+	OrderID() string
+	PaymentID() string
+	RecoveryPoint() string
+	Completed() bool
+
+	AdvanceTx(tx *gorm.DB, point string) error
+	LinkTx(tx *gorm.DB, orderID, paymentID string) error
+	CompleteTx(tx *gorm.DB, status int, header http.Header, body []byte) error
+	Complete(ctx context.Context, status int, header http.Header, body []byte) error
+	Renew(ctx context.Context) error
+	Release(ctx context.Context) error
+	Delete(ctx context.Context) (bool, error)
+}
+
 // IdempotencyKey is the owner's handle on a reserved key: what business code uses to record
 // progress and to complete the key in its own transaction.
 //
@@ -33,10 +56,6 @@ type IdempotencyKey struct {
 	attempts    int
 	orderID     *string
 	paymentID   *string
-
-	// finalKey, set only by ReserveCheckThenInsert (the failure lab), is the client's key the
-	// answer is written under at completion; until then the row works under a private name.
-	finalKey string
 
 	mu            sync.Mutex
 	recoveryPoint string
@@ -158,11 +177,7 @@ func (k *IdempotencyKey) CompleteTx(tx *gorm.DB, status int, header http.Header,
 		"response_status": status, "response_headers": string(headers), "response_body": body,
 		"lock_token": nil, "locked_at": nil, "updated_at": t, "completed_at": t,
 	}
-	if k.finalKey != "" {
-		set["key"] = k.finalKey // check-then-insert: the completed answer appears only now
-	}
-	err = k.fenced(tx, "complete", set)
-	if err != nil {
+	if err := k.fenced(tx, "complete", set); err != nil {
 		return err
 	}
 	k.mu.Lock()

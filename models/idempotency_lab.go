@@ -4,15 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 
 	"gorm.io/gorm"
 )
 
-// The failure lab's variants of the idempotency store: ways of reserving a key that a real
-// shop must never use, kept so the lab can show what each protection prevents. A lab stack is
-// wired with one of them instead of *IdempotencyStore (payments.Protections.Reserver picks
-// it); nothing else in the shop knows they exist.
+// The failure lab's variants of the stores: ways of reserving a key and of settling a payment
+// that a real shop must never use, kept so the lab can show what each protection prevents. A
+// lab stack is wired with one of them (payments/protections.go picks it); nothing else in the
+// shop knows they exist.
 
 // ForgetfulReservations remembers nothing (server_idempotency off): every request runs under
 // a key of its own that no retry will ever name, so each retry is a new operation.
@@ -65,7 +66,55 @@ func (s CheckThenInsertReservations) Reserve(ctx context.Context, req ReserveReq
 	if err := db.Create(&row).Error; err != nil {
 		return nil, fmt.Errorf("insert working idempotency row: %w", err)
 	}
-	k := newKeyHandle(s.Store, &row, req.Lease)
-	k.finalKey = req.Key
-	return &Reservation{Outcome: Reserved, Key: k}, nil
+	return &Reservation{Outcome: Reserved, Key: &insertedAtCompletion{newKeyHandle(s.Store, &row, req.Lease), req.Key}}, nil
+}
+
+// insertedAtCompletion is the handle of a check-then-insert reservation: the row works under a
+// private name, and takes the client's key only in the transaction that completes it, so the
+// completed answer appears only then. A second request that ran meanwhile fails there, on the
+// (tenant_id, key) constraint.
+type insertedAtCompletion struct {
+	*IdempotencyKey
+	clientKey string
+}
+
+// CompleteTx names the row after the client's key, then completes it, inside tx.
+func (k *insertedAtCompletion) CompleteTx(tx *gorm.DB, status int, header http.Header, body []byte) error {
+	if err := k.fenced(tx, "name", map[string]any{"key": k.clientKey}); err != nil {
+		return err
+	}
+	return k.IdempotencyKey.CompleteTx(tx, status, header, body)
+}
+
+// Complete is CompleteTx in a transaction of its own.
+func (k *insertedAtCompletion) Complete(ctx context.Context, status int, header http.Header, body []byte) error {
+	return k.store.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		return k.CompleteTx(tx, status, header, body)
+	})
+}
+
+// OverwritePaymentStatusTx is SettlePaymentTx WITHOUT the forward-only rule
+// (monotonic_status off): it writes status (pending included) whatever the current one, and
+// moves the order along, so a late or reordered event can move a paid order back.
+func OverwritePaymentStatusTx(tx *gorm.DB, paymentID, status, chargeID, declineCode string) (*PaymentTransition, error) {
+	orderStatus, ok := map[string]string{PaymentSucceeded: OrderPaid, PaymentFailed: OrderPaymentFailed,
+		PaymentRefunded: "", PaymentPending: OrderPendingPayment}[status]
+	if !ok {
+		return nil, fmt.Errorf("overwrite payment status: %q is not a payment status", status)
+	}
+	res := tx.Model(&Payment{}).Where("id = ? AND status <> ?", paymentID, status).
+		Updates(settlement(tx, status, chargeID, declineCode))
+	if res.Error != nil {
+		return nil, fmt.Errorf("settle payment %s: %w", paymentID, res.Error)
+	}
+	moved := res.RowsAffected == 1
+	if moved && orderStatus != "" {
+		ofPayment := tx.Model(&Payment{}).Select("order_id").Where("id = ?", paymentID)
+		err := tx.Model(&Order{}).Where("id = (?)", ofPayment).
+			Updates(map[string]any{"status": orderStatus, "updated_at": tx.NowFunc()}).Error
+		if err != nil {
+			return nil, fmt.Errorf("move order of payment %s to %s: %w", paymentID, orderStatus, err)
+		}
+	}
+	return transitionTx(tx, paymentID, moved)
 }

@@ -38,7 +38,7 @@ func MustReserve(tb testing.TB, s *models.IdempotencyStore, req models.ReserveRe
 }
 
 // MustComplete completes k outside any business transaction.
-func MustComplete(tb testing.TB, k *models.IdempotencyKey, status int, body string) {
+func MustComplete(tb testing.TB, k models.OwnedKey, status int, body string) {
 	tb.Helper()
 	h := http.Header{"Content-Type": {"application/json"}, "Location": {"/x/1"}, "Set-Cookie": {"secret=1"}}
 	if err := k.Complete(context.Background(), status, h, []byte(body)); err != nil {

@@ -184,12 +184,7 @@ func (s *Service) charge(ctx context.Context, key Key, endpoint string, resumed 
 	found := false
 	ev := models.JournalEvent{TenantID: pay.TenantID, IdempotencyKey: keyName(key), OrderID: pay.OrderID,
 		PaymentID: pay.ID, Actor: models.ActorGateway}
-	gatewayKey := pay.GatewayKey
-	if !s.Protections.On(SwitchDerivedGatewayKey) {
-		// LAB ONLY: a fresh key per attempt, as a shop that makes up its gateway key at call
-		// time would send. A lookup under it would find nothing, so there is none.
-		gatewayKey, resumed = models.NewID("lab")+":charge", false
-	}
+	gatewayKey, resumed := s.Protections.chargeAttempt(pay, resumed)
 	if resumed {
 		charges, err := s.Gateway.FindCharges(ctx, gatewayKey)
 		if err != nil {
@@ -282,11 +277,9 @@ func (s *Service) finish(ctx context.Context, key Key, endpoint, paymentID, stat
 			if err != nil {
 				return err
 			}
-			// Only the writer that moved the payment enqueues its side effects: a webhook
-			// that got there first already did. LAB ONLY: without webhook_dedupe, every
-			// writer that sees it succeeded does.
-			enqueue := t.Moved || !s.Protections.On(SwitchWebhookDedupe)
-			if enqueue && t.Payment.Status == models.PaymentSucceeded {
+			// Only the writer that moved the payment to succeeded enqueues its side effects:
+			// a webhook that got there first already did.
+			if s.Protections.enqueuesSideEffects(t, status) {
 				if err := s.Outbox.EnqueueSideEffectsTx(tx, t.Order); err != nil {
 					return err
 				}

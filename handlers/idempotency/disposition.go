@@ -38,7 +38,7 @@ func dispositionOf(status int) disposition {
 }
 
 // runOwned runs the handler while the request owns key, then stores, forgets or releases it.
-func (m *Middleware) runOwned(c echo.Context, handler echo.HandlerFunc, key *models.IdempotencyKey, j keyJournal) Answer {
+func (m *Middleware) runOwned(c echo.Context, handler echo.HandlerFunc, key models.OwnedKey, j keyJournal) Answer {
 	req := c.Request()
 	ctx, cancel := context.WithCancel(req.Context())
 	defer cancel()

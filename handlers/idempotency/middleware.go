@@ -83,8 +83,8 @@ type Middleware struct {
 // KeyOf returns the key the middleware reserved for this request, or nil on a route without
 // it. Handlers complete it in their business transaction (CompleteTx), or hand it to a
 // multi-step operation, which records its progress with it.
-func KeyOf(c echo.Context) *models.IdempotencyKey {
-	k, _ := c.Get(ctxKey).(*models.IdempotencyKey)
+func KeyOf(c echo.Context) models.OwnedKey {
+	k, _ := c.Get(ctxKey).(models.OwnedKey)
 	return k
 }
 

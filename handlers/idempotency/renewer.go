@@ -21,7 +21,7 @@ type renewer struct {
 // request took the key over after we went silent too long), it cancels the request's context,
 // so the handler stops at its next database call instead of working for nothing; its writes
 // would be refused by the fence anyway.
-func startRenewer(ctx context.Context, key *models.IdempotencyKey, cancel context.CancelFunc) *renewer {
+func startRenewer(ctx context.Context, key models.OwnedKey, cancel context.CancelFunc) *renewer {
 	r := &renewer{stopc: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(r.done)

@@ -118,7 +118,7 @@ var Scenarios = []Scenario{
 		RealLife:  "The customer clicks Pay twice; the browser sends two identical requests with the same key, a few milliseconds apart.",
 		Mechanism: "Server-side idempotency: the second request finds the key (in progress: 409, retry; completed: the stored answer replayed) and never runs the operation.",
 		Switch:    payments.SwitchServerIdempotency, Breaks: OrdersPerKey, PaidOrders: 1,
-		Links: []string{"handlers/idempotency.go", "models/idempotency.go", "docs/idempotency.md"},
+		Links: []string{"handlers/idempotency/middleware.go", "models/idempotency.go", "docs/idempotency.md"},
 		Steps: []Step{checkout(Checkout{Key: "double-click", Copies: 2, Retry: true})},
 	},
 	{
@@ -157,7 +157,7 @@ var Scenarios = []Scenario{
 		RealLife:  "A buggy client reuses its idempotency key for a new, different cart.",
 		Mechanism: "The key's fingerprint: a request whose significant parameters differ is refused with 422 idempotency_key_reuse and runs nothing.",
 		Switch:    payments.SwitchServerIdempotency, Breaks: OrdersPerKey, PaidOrders: 1,
-		Links: []string{"handlers/fingerprint.go", "handlers/idempotency.go", "docs/idempotency.md"},
+		Links: []string{"handlers/requests.go", "handlers/idempotency/middleware.go", "docs/idempotency.md"},
 		Steps: []Step{
 			checkout(Checkout{Key: "reused", Retry: true}),
 			checkout(Checkout{Key: "reused", Cart: "compass", Retry: true}),
@@ -198,7 +198,7 @@ var Scenarios = []Scenario{
 		Mechanism: "The stored response: the retry finds the key completed and gets the answer replayed, byte for byte; nothing runs again. Without server idempotency the retry is a new checkout and the customer pays twice.",
 		Switch:    payments.SwitchServerIdempotency, Breaks: PaidOrders, PaidOrders: 1,
 		CrashAt: payments.CrashBeforeResponse,
-		Links:   []string{"handlers/idempotency.go", "payments/operations.go", "docs/idempotency.md"},
+		Links:   []string{"handlers/idempotency/middleware.go", "payments/operations.go", "docs/idempotency.md"},
 		Steps:   crashSteps("crash-answered"),
 	},
 	{
@@ -305,7 +305,7 @@ var Scenarios = []Scenario{
 		RealLife:  "The card is declined; the client retries the same request.",
 		Mechanism: "A decline is a business outcome: stored with the key and replayed (402), the card is not tried again. Without server idempotency the retry places a second order and tries the card again; it is declined again, so no money moves, but the customer now has two failed orders.",
 		Switch:    payments.SwitchServerIdempotency, Breaks: OrdersPerKey, PaidOrders: 0,
-		Links: []string{"handlers/idempotency.go", "payments/operations.go"},
+		Links: []string{"handlers/idempotency/disposition.go", "payments/operations.go"},
 		Steps: []Step{
 			checkout(Checkout{Key: "declined", Card: cardDeclined, Retry: true}),
 			checkout(Checkout{Key: "declined", Card: cardDeclined, Retry: true}),
