@@ -53,14 +53,14 @@ func ErrorBody(err error) (int, map[string]any) {
 
 // ErrorResponse renders err as the central error handler would for an API request: the
 // idempotency middleware stores it when the error is a business outcome (409 out_of_stock).
-func ErrorResponse(err error) models.StoredResponse {
+func ErrorResponse(err error) models.Response {
 	status := StatusOf(err)
 	_, body := ErrorBody(err)
 	b, merr := encodeJSON(body)
 	if merr != nil {
 		b = []byte(`{"error":"internal_error","message":"something went wrong on our side"}` + "\n")
 	}
-	return models.StoredResponse{Status: status, Header: http.Header{echo.HeaderContentType: {echo.MIMEApplicationJSON}}, Body: b}
+	return models.Response{Status: status, Header: http.Header{echo.HeaderContentType: {echo.MIMEApplicationJSON}}, Body: b}
 }
 
 // asDomainError turns Echo's own errors (unknown route, body too large, CSRF) into the domain

@@ -55,19 +55,19 @@ func (h *OrdersAPI) create(c echo.Context) error {
 		}
 	}
 
-	var resp Response
+	var resp models.Response
 	_, err := h.Orders.CreateAndFinish(ctx, in, func(tx *gorm.DB, o *models.Order) error {
 		var err error
-		if resp, err = JSONResponse(http.StatusCreated, OrderJSONOf(o)); err != nil {
+		if resp, err = jsonResponse(http.StatusCreated, OrderJSONOf(o)); err != nil {
 			return err
 		}
 		resp.Header.Set(echo.HeaderLocation, OrderURL(o.ID))
-		return idempotency.CompleteTx(c, tx, models.StoredResponse(resp), o.ID)
+		return idempotency.CompleteTx(c, tx, resp, o.ID)
 	})
 	if err != nil {
 		return err
 	}
-	return resp.Write(c)
+	return writeResponse(c, resp)
 }
 
 // get returns one of the tenant's orders; another tenant's order is 404, as if absent.

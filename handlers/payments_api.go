@@ -14,8 +14,8 @@ import (
 
 // PaymentOperations is what the payment endpoints need: the two operations of package payments.
 type PaymentOperations interface {
-	Checkout(ctx context.Context, key payments.Key, endpoint string, req payments.CheckoutRequest) (payments.Response, error)
-	Pay(ctx context.Context, key payments.Key, endpoint string, req payments.PaymentRequest) (payments.Response, error)
+	Checkout(ctx context.Context, key payments.Key, endpoint string, req payments.CheckoutRequest) (models.Response, error)
+	Pay(ctx context.Context, key payments.Key, endpoint string, req payments.PaymentRequest) (models.Response, error)
 }
 
 // PaymentsAPI serves POST /api/v1/checkout and POST /api/v1/payments. Both run under an
@@ -62,7 +62,7 @@ func runCheckout(c echo.Context, ops PaymentOperations, req *checkoutRequest) er
 	if err != nil {
 		return err
 	}
-	return Response(resp).Write(c)
+	return writeResponse(c, resp)
 }
 
 // pay pays an existing order. Answers as checkout, plus 404 for an unknown order, 400
@@ -79,7 +79,7 @@ func runPayment(c echo.Context, ops PaymentOperations, req *paymentRequest) erro
 	if err != nil {
 		return err
 	}
-	return Response(resp).Write(c)
+	return writeResponse(c, resp)
 }
 
 // PaymentJSON is a payment as the API shows it. The card appears only as brand and last four
@@ -109,25 +109,25 @@ func PaymentJSONOf(p *models.Payment) *PaymentJSON {
 
 // RenderOperation is the payments.Renderer of both endpoints: the one place that decides the
 // bytes of a checkout or payment answer, for the request path and the completer alike.
-func RenderOperation(out payments.Result) (payments.Response, error) {
-	var resp Response
+func RenderOperation(out payments.Result) (models.Response, error) {
+	var resp models.Response
 	var err error
 	switch {
 	case out.Err != nil:
 		status, body := ErrorBody(out.Err)
 		body["order_id"] = out.Order.ID
 		body["payment_id"] = out.Payment.ID
-		resp, err = JSONResponse(status, body)
+		resp, err = jsonResponse(status, body)
 	case payments.IsCheckout(out.Endpoint):
-		resp, err = JSONResponse(http.StatusCreated, map[string]any{"order": OrderJSONOf(out.Order), "payment": PaymentJSONOf(out.Payment)})
+		resp, err = jsonResponse(http.StatusCreated, map[string]any{"order": OrderJSONOf(out.Order), "payment": PaymentJSONOf(out.Payment)})
 	default:
-		resp, err = JSONResponse(http.StatusCreated, PaymentJSONOf(out.Payment))
+		resp, err = jsonResponse(http.StatusCreated, PaymentJSONOf(out.Payment))
 	}
 	if err != nil {
-		return payments.Response{}, err
+		return models.Response{}, err
 	}
 	if resp.Status == http.StatusCreated {
 		resp.Header.Set(echo.HeaderLocation, OrderURL(out.Order.ID))
 	}
-	return payments.Response(resp), nil
+	return resp, nil
 }

@@ -6,6 +6,8 @@ import (
 
 	"github.com/a-h/templ"
 	"github.com/labstack/echo/v4"
+
+	"checkoutlab/models"
 )
 
 // render writes a templ component through a buffer, so a template error never leaves half a
@@ -18,29 +20,20 @@ func render(c echo.Context, status int, component templ.Component) error {
 	return c.HTMLBlob(status, buf.Bytes())
 }
 
-// Response is an answer prepared before it is written, so that exactly these bytes can be both
-// stored with an idempotency key and sent.
-type Response struct {
-	Status int
-	Header http.Header
-	Body   []byte
-}
-
-// JSONResponse encodes v the way writeJSON does.
-func JSONResponse(status int, v any) (Response, error) {
+// jsonResponse prepares v as the answer writeJSON would send, so that exactly these bytes can
+// be both stored with an idempotency key and sent.
+func jsonResponse(status int, v any) (models.Response, error) {
 	b, err := encodeJSON(v)
 	if err != nil {
-		return Response{}, err
+		return models.Response{}, err
 	}
-	return Response{Status: status, Header: http.Header{echo.HeaderContentType: {echo.MIMEApplicationJSON}}, Body: b}, nil
+	return models.Response{Status: status, Header: http.Header{echo.HeaderContentType: {echo.MIMEApplicationJSON}}, Body: b}, nil
 }
 
-// Write sends r.
-func (r Response) Write(c echo.Context) error {
+// writeResponse sends a prepared answer: its headers, status and body.
+func writeResponse(c echo.Context, r models.Response) error {
 	for name, values := range r.Header {
-		for _, v := range values {
-			c.Response().Header().Set(name, v)
-		}
+		c.Response().Header()[name] = values
 	}
 	return c.Blob(r.Status, r.Header.Get(echo.HeaderContentType), r.Body)
 }

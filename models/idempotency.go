@@ -58,10 +58,12 @@ type IdempotencyRecord struct {
 // TableName tells GORM the table's name.
 func (IdempotencyRecord) TableName() string { return "idempotency_keys" }
 
-// StoredResponse is a completed key's answer, replayed byte for byte.
-type StoredResponse struct {
+// Response is an HTTP answer prepared before it is written: an operation renders one, its key
+// stores it, and it is sent — the first time and on every replay — byte for byte. Only the
+// StoredHeaders of Header are ever kept.
+type Response struct {
 	Status int
-	Header http.Header // only the StoredHeaders
+	Header http.Header
 	Body   []byte
 }
 
@@ -110,7 +112,7 @@ type ReserveRequest struct {
 type Reservation struct {
 	Outcome    Outcome
 	Key        OwnedKey
-	Response   *StoredResponse
+	Response   *Response
 	RetryAfter time.Duration
 }
 
@@ -204,8 +206,8 @@ func (s *IdempotencyStore) Reserve(ctx context.Context, req ReserveRequest) (*Re
 	return &Reservation{Outcome: InProgress, RetryAfter: time.Second}, nil
 }
 
-func (r *IdempotencyRecord) storedResponse() (*StoredResponse, error) {
-	resp := &StoredResponse{Status: *r.ResponseStatus, Header: http.Header{}, Body: r.ResponseBody}
+func (r *IdempotencyRecord) storedResponse() (*Response, error) {
+	resp := &Response{Status: *r.ResponseStatus, Header: http.Header{}, Body: r.ResponseBody}
 	if r.ResponseHeaders != nil {
 		var h map[string]string
 		if err := json.Unmarshal([]byte(*r.ResponseHeaders), &h); err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"time"
 
 	"gorm.io/gorm"
@@ -79,17 +78,17 @@ type insertedAtCompletion struct {
 }
 
 // CompleteTx names the row after the client's key, then completes it, inside tx.
-func (k *insertedAtCompletion) CompleteTx(tx *gorm.DB, status int, header http.Header, body []byte) error {
+func (k *insertedAtCompletion) CompleteTx(tx *gorm.DB, r Response) error {
 	if err := k.fenced(tx, "name", map[string]any{"key": k.clientKey}); err != nil {
 		return err
 	}
-	return k.IdempotencyKey.CompleteTx(tx, status, header, body)
+	return k.IdempotencyKey.CompleteTx(tx, r)
 }
 
 // Complete is CompleteTx in a transaction of its own.
-func (k *insertedAtCompletion) Complete(ctx context.Context, status int, header http.Header, body []byte) error {
+func (k *insertedAtCompletion) Complete(ctx context.Context, r Response) error {
 	return k.store.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		return k.CompleteTx(tx, status, header, body)
+		return k.CompleteTx(tx, r)
 	})
 }
 

@@ -55,7 +55,7 @@ func TestCheckThenInsertReservations(t *testing.T) {
 
 		// The first to complete writes the answer under the client's key; the other cannot.
 		MustComplete(t, first.Key, 201, `{"first":true}`+"\n")
-		if err := second.Key.Complete(ctx, 201, nil, []byte("{}\n")); err == nil || second.Key.Completed() {
+		if err := second.Key.Complete(ctx, models.Response{Status: 201, Body: []byte("{}\n")}); err == nil || second.Key.Completed() {
 			t.Errorf("second completion: got %v, completed %v; want it refused by the (tenant_id, key) constraint", err, second.Key.Completed())
 		}
 		r, err := racy.Reserve(ctx, reserveRequest("raced"))
@@ -69,7 +69,7 @@ func TestCheckThenInsertReservations(t *testing.T) {
 			Update("lock_token", "someone-else").Error; err != nil {
 			t.Fatal(err)
 		}
-		err = db.Transaction(func(tx *gorm.DB) error { return third.Key.CompleteTx(tx, 201, nil, nil) })
+		err = db.Transaction(func(tx *gorm.DB) error { return third.Key.CompleteTx(tx, models.Response{Status: 201}) })
 		if !errors.Is(err, models.ErrLeaseLost) {
 			t.Errorf("completion after a takeover: got %v, want ErrLeaseLost", err)
 		}

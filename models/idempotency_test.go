@@ -41,7 +41,7 @@ func MustReserve(tb testing.TB, s *models.IdempotencyStore, req models.ReserveRe
 func MustComplete(tb testing.TB, k models.OwnedKey, status int, body string) {
 	tb.Helper()
 	h := http.Header{"Content-Type": {"application/json"}, "Location": {"/x/1"}, "Set-Cookie": {"secret=1"}}
-	if err := k.Complete(context.Background(), status, h, []byte(body)); err != nil {
+	if err := k.Complete(context.Background(), models.Response{Status: status, Header: h, Body: []byte(body)}); err != nil {
 		tb.Fatalf("complete: %v", err)
 	}
 }
@@ -161,7 +161,7 @@ func TestIdempotencyFencing(t *testing.T) {
 		if !errors.Is(err, models.ErrLeaseLost) {
 			t.Errorf("advance: got %v, want ErrLeaseLost", err)
 		}
-		if err := stale.Complete(ctx, 500, nil, []byte("stale\n")); !errors.Is(err, models.ErrLeaseLost) {
+		if err := stale.Complete(ctx, models.Response{Status: 500, Body: []byte("stale\n")}); !errors.Is(err, models.ErrLeaseLost) {
 			t.Errorf("complete: got %v, want ErrLeaseLost", err)
 		}
 		if err := stale.Release(ctx); !errors.Is(err, models.ErrLeaseLost) {

@@ -39,18 +39,18 @@ type PaymentRequest struct {
 // invalid_request, unknown_product (not stored: the key may be reused); out_of_stock (a
 // business outcome the caller stores); gateway_unavailable (503) and payment_outcome_unknown
 // (502/504), after which the key must be released so a retry resumes; ErrLeaseLost.
-func (s *Service) Checkout(ctx context.Context, key Key, endpoint string, req CheckoutRequest) (Response, error) {
+func (s *Service) Checkout(ctx context.Context, key Key, endpoint string, req CheckoutRequest) (models.Response, error) {
 	if key.RecoveryPoint() != PointStarted {
 		return s.charge(ctx, key, endpoint, true)
 	}
 	s.crash(CrashAfterKeyReserved)
 	req.Order.Normalize()
 	if err := req.Order.Validate(); err != nil {
-		return Response{}, err
+		return models.Response{}, err
 	}
 	pm, err := s.paymentMethod(ctx, req.CardNumber)
 	if err != nil {
-		return Response{}, err
+		return models.Response{}, err
 	}
 	err = s.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		order, err := models.CreateOrderTx(tx, req.Order)
@@ -60,7 +60,7 @@ func (s *Service) Checkout(ctx context.Context, key Key, endpoint string, req Ch
 		return s.createPaymentTx(tx, key, order, pm)
 	})
 	if err != nil {
-		return Response{}, err
+		return models.Response{}, err
 	}
 	s.crash(CrashAfterOrderCreated)
 	return s.charge(ctx, key, endpoint, false)
@@ -70,26 +70,26 @@ func (s *Service) Checkout(ctx context.Context, key Key, endpoint string, req Ch
 // the order phase. Extra errors: not_found for an order of another tenant, invalid_request
 // when amount or currency differ from the order's, ErrOrderAlreadyPaid and
 // ErrPaymentInProgress (business outcomes, stored).
-func (s *Service) Pay(ctx context.Context, key Key, endpoint string, req PaymentRequest) (Response, error) {
+func (s *Service) Pay(ctx context.Context, key Key, endpoint string, req PaymentRequest) (models.Response, error) {
 	if key.RecoveryPoint() != PointStarted {
 		return s.charge(ctx, key, endpoint, true)
 	}
 	s.crash(CrashAfterKeyReserved)
 	order, err := models.NewOrderStore(s.DB).Get(ctx, req.TenantID, req.OrderID)
 	if err != nil {
-		return Response{}, err
+		return models.Response{}, err
 	}
 	if order.Status == models.OrderPaid {
-		return Response{}, models.ErrOrderAlreadyPaid
+		return models.Response{}, models.ErrOrderAlreadyPaid
 	}
 	if req.Amount != order.Amount || req.Currency != order.Currency {
-		return Response{}, &models.Error{Kind: models.KindInvalid, Code: "amount_mismatch",
+		return models.Response{}, &models.Error{Kind: models.KindInvalid, Code: "amount_mismatch",
 			Message: fmt.Sprintf("the payment must be for the order total, %d %s", order.Amount, order.Currency),
 			Fields:  map[string]string{"amount": "must equal the order total"}}
 	}
 	pm, err := s.paymentMethod(ctx, req.CardNumber)
 	if err != nil {
-		return Response{}, err
+		return models.Response{}, err
 	}
 	err = s.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		// Read the order again inside the transaction: it may have been paid meanwhile.
@@ -100,7 +100,7 @@ func (s *Service) Pay(ctx context.Context, key Key, endpoint string, req Payment
 		return s.createPaymentTx(tx, key, current, pm)
 	})
 	if err != nil {
-		return Response{}, err
+		return models.Response{}, err
 	}
 	s.crash(CrashAfterOrderCreated)
 	return s.charge(ctx, key, endpoint, false)
@@ -167,14 +167,14 @@ func plausibleCard(s string) bool {
 // first), it only records the answer. If the operation is resumed, it asks the gateway what
 // happened under the payment's gateway key before charging, and charges only if nothing is
 // there — always with that same derived key, never a new one.
-func (s *Service) charge(ctx context.Context, key Key, endpoint string, resumed bool) (Response, error) {
+func (s *Service) charge(ctx context.Context, key Key, endpoint string, resumed bool) (models.Response, error) {
 	// From here on the work goes on if the client hangs up: a charge cut short by a closed
 	// tab would only turn a clean outcome into an unknown one. The gateway client has its own
 	// timeout, and every write is fenced on the key, so nothing runs away.
 	ctx = context.WithoutCancel(ctx)
 	pay, err := models.NewPaymentStore(s.DB).Get(ctx, key.PaymentID())
 	if err != nil {
-		return Response{}, fmt.Errorf("resume payment of key: %w", err)
+		return models.Response{}, fmt.Errorf("resume payment of key: %w", err)
 	}
 	if pay.Status != models.PaymentPending {
 		return s.finish(ctx, key, endpoint, pay.ID, "", "", "")
@@ -190,7 +190,7 @@ func (s *Service) charge(ctx context.Context, key Key, endpoint string, resumed 
 		if err != nil {
 			ev.Kind, ev.Detail = models.JournalGatewayLookup, "failed: the gateway could not be asked what happened under the payment's key"
 			record(s.Journal, ctx, ev)
-			return Response{}, &models.Error{Kind: models.KindUnavailable, Code: "gateway_unavailable",
+			return models.Response{}, &models.Error{Kind: models.KindUnavailable, Code: "gateway_unavailable",
 				Message: "the payment provider could not be asked about this payment; retry with the same Idempotency-Key, you will not be charged twice", Err: err}
 		}
 		result, found = resultFromLedger(charges)
@@ -229,7 +229,7 @@ func (s *Service) charge(ctx context.Context, key Key, endpoint string, resumed 
 		s.logger().WarnContext(ctx, "gateway rejected the charge", "payment_id", pay.ID, "err", result.Err)
 		return s.finish(ctx, key, endpoint, pay.ID, models.PaymentFailed, "", "processing_error")
 	case OutcomeNotCharged:
-		return Response{}, &models.Error{Kind: models.KindUnavailable, Code: "gateway_unavailable",
+		return models.Response{}, &models.Error{Kind: models.KindUnavailable, Code: "gateway_unavailable",
 			Message: "the payment provider is unavailable and nothing was charged; retry with the same Idempotency-Key", Err: result.Err}
 	default:
 		// The charge may exist. The payment stays pending; the key is released with its
@@ -240,7 +240,7 @@ func (s *Service) charge(ctx context.Context, key Key, endpoint string, resumed 
 		if errors.As(result.Err, &ne) && ne.Timeout() || errors.Is(result.Err, context.DeadlineExceeded) {
 			kind = models.KindTimeout
 		}
-		return Response{}, &models.Error{Kind: kind, Code: "payment_outcome_unknown",
+		return models.Response{}, &models.Error{Kind: kind, Code: "payment_outcome_unknown",
 			Message: "we could not confirm the payment with the provider yet; retry with the same Idempotency-Key — you will not be charged twice",
 			Err:     result.Err}
 	}
@@ -267,8 +267,8 @@ func resultFromLedger(charges []GatewayCharge) (ChargeResult, bool) {
 // enqueues the side effects if this call is the one that made it succeed, renders the answer
 // and completes the key with it. A crash before the commit leaves the key at
 // payment_created, to be resumed; after it, the answer is stored and will be replayed.
-func (s *Service) finish(ctx context.Context, key Key, endpoint, paymentID, status, chargeID, declineCode string) (Response, error) {
-	var resp Response
+func (s *Service) finish(ctx context.Context, key Key, endpoint, paymentID, status, chargeID, declineCode string) (models.Response, error) {
+	var resp models.Response
 	err := s.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		var order *models.Order
 		var pay *models.Payment
@@ -302,7 +302,7 @@ func (s *Service) finish(ctx context.Context, key Key, endpoint, paymentID, stat
 		if resp, err = s.Render(out); err != nil {
 			return fmt.Errorf("render outcome: %w", err)
 		}
-		if err := key.CompleteTx(tx, resp.Status, resp.Header, resp.Body); err != nil {
+		if err := key.CompleteTx(tx, resp); err != nil {
 			return err
 		}
 		return recordTx(s.Journal, tx, models.JournalEvent{TenantID: pay.TenantID, IdempotencyKey: keyName(key),
@@ -310,7 +310,7 @@ func (s *Service) finish(ctx context.Context, key Key, endpoint, paymentID, stat
 			Detail: fmt.Sprintf("finished: payment %s, order %s, answer %d stored with the key", pay.Status, order.Status, resp.Status)})
 	})
 	if err != nil {
-		return Response{}, err
+		return models.Response{}, err
 	}
 	s.crash(CrashBeforeResponse)
 	return resp, nil

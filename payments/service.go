@@ -7,7 +7,6 @@ package payments
 import (
 	"context"
 	"log/slog"
-	"net/http"
 
 	"gorm.io/gorm"
 
@@ -54,7 +53,7 @@ type Key interface {
 	PaymentID() string
 	AdvanceTx(tx *gorm.DB, point string) error
 	LinkTx(tx *gorm.DB, orderID, paymentID string) error
-	CompleteTx(tx *gorm.DB, status int, header http.Header, body []byte) error
+	CompleteTx(tx *gorm.DB, r models.Response) error
 }
 
 // Gateway is what an operation needs from the payment provider. *GatewayClient is one.
@@ -79,17 +78,10 @@ type Result struct {
 	Err      error
 }
 
-// Response is the HTTP answer of an operation, stored with its key and replayed byte for byte.
-type Response struct {
-	Status int
-	Header http.Header
-	Body   []byte
-}
-
 // Renderer turns a result into the response stored with the key. The request path and the
 // completer render through the same function, so a client that retries after the completer
 // finished its operation gets exactly the answer it would have got.
-type Renderer func(out Result) (Response, error)
+type Renderer func(out Result) (models.Response, error)
 
 // Service runs checkout and payment operations.
 type Service struct {

@@ -12,7 +12,7 @@ import (
 // stored answer commit together or not at all. On a route without a key it does nothing. It
 // returns models.ErrLeaseLost if another request took the key over: return it, so the
 // transaction rolls back.
-func CompleteTx(c echo.Context, tx *gorm.DB, r models.StoredResponse, orderID string) error {
+func CompleteTx(c echo.Context, tx *gorm.DB, r models.Response, orderID string) error {
 	key := KeyOf(c)
 	if key == nil {
 		return nil
@@ -22,5 +22,5 @@ func CompleteTx(c echo.Context, tx *gorm.DB, r models.StoredResponse, orderID st
 			return err
 		}
 	}
-	return key.CompleteTx(tx, r.Status, r.Header, r.Body)
+	return key.CompleteTx(tx, r)
 }

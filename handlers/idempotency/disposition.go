@@ -103,7 +103,7 @@ func (m *Middleware) runOwned(c echo.Context, handler echo.HandlerFunc, key mode
 	}
 	switch disposition {
 	case store:
-		if cerr := key.Complete(cleanupCtx, answer.Status, answer.Header, answer.Body); cerr != nil {
+		if cerr := key.Complete(cleanupCtx, *answer); cerr != nil {
 			// The answer could not be stored. Release so that a retry is not stuck with 409;
 			// the operation's own guards (conditional updates, unique constraints) remain.
 			released(fmt.Sprintf("the answer %d could not be stored; progress kept at %s", answer.Status, key.RecoveryPoint()))

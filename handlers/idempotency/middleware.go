@@ -75,7 +75,7 @@ type Middleware struct {
 	Scope Scope
 	// RenderError turns a handler's error into the response the API would send for it, so an
 	// error that is a business outcome (409 out_of_stock) can be stored and replayed.
-	RenderError func(err error) models.StoredResponse
+	RenderError func(err error) models.Response
 	Metrics     *Metrics // optional
 	Journal     Journal  // optional
 }
@@ -117,7 +117,7 @@ func (m *Middleware) Route(decode Decoder) echo.MiddlewareFunc {
 // Answer is what a request came to under its key: the response to send — the handler's
 // answer, or the stored one replayed — or an error for the central error handler.
 type Answer struct {
-	Response *models.StoredResponse
+	Response *models.Response
 	Replayed bool
 	Err      error
 	// RetryAfter, in seconds, comes with ErrRequestInProgress and models.ErrLeaseLost.

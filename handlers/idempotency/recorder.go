@@ -33,7 +33,7 @@ func (r *recording) Write(b []byte) (int, error) { return r.buf.Write(b) }
 
 // stop puts the real writer back as if nothing had been written yet, and returns what was
 // recorded: the status, the stored headers and the body.
-func (r *recording) stop() *models.StoredResponse {
+func (r *recording) stop() *models.Response {
 	r.res.Writer = r.orig
 	r.res.Committed = false
 	r.res.Status = http.StatusOK
@@ -48,5 +48,5 @@ func (r *recording) stop() *models.StoredResponse {
 			header.Set(name, v)
 		}
 	}
-	return &models.StoredResponse{Status: status, Header: header, Body: r.buf.Bytes()}
+	return &models.Response{Status: status, Header: header, Body: r.buf.Bytes()}
 }
