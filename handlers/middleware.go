@@ -20,8 +20,6 @@ const (
 	ctxTenant    = "tenant"
 	ctxPrincipal = "principal"
 	ctxSession   = "session_id"
-	// ctxCheckoutCart is the browser cart a storefront checkout converts into its order.
-	ctxCheckoutCart = "checkout_cart"
 )
 
 // RequestIDMiddleware gives every request an id (or keeps a sane X-Request-Id from the client)

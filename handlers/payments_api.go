@@ -14,8 +14,19 @@ import (
 
 // PaymentOperations is what the payment endpoints need: the two operations of package payments.
 type PaymentOperations interface {
-	Checkout(ctx context.Context, key payments.Key, endpoint string, req payments.CheckoutRequest) (models.Response, error)
-	Pay(ctx context.Context, key payments.Key, endpoint string, req payments.PaymentRequest) (models.Response, error)
+	Checkout(ctx context.Context, key payments.Key, req payments.CheckoutRequest) (models.Response, error)
+	Pay(ctx context.Context, key payments.Key, req payments.PaymentRequest) (models.Response, error)
+}
+
+// PaymentEndpoints maps every route that runs a payment operation to that operation, under the
+// name the idempotency middleware records its keys with (method and route). The API and the
+// storefront's forms run the same two operations; the completer finishes the abandoned keys of
+// exactly these endpoints, and renders their answers for the operation.
+var PaymentEndpoints = map[string]payments.Operation{
+	"POST /api/v1/checkout":             payments.OperationCheckout,
+	"POST /api/v1/payments":             payments.OperationPayment,
+	"POST /shop/:tenant/checkout":       payments.OperationCheckout,
+	"POST /shop/:tenant/orders/:id/pay": payments.OperationPayment,
 }
 
 // PaymentsAPI serves POST /api/v1/checkout and POST /api/v1/payments. Both run under an
@@ -37,7 +48,8 @@ func (h *PaymentsAPI) Routes(g *echo.Group) {
 	g.POST("/payments", h.pay, h.Idempotency.Route(h.Cards.decodePayment)).Name = "api.payments"
 }
 
-// checkout places an order and pays for it in one operation.
+// checkout places an order and pays for it in one operation. The order is validated here, once
+// its key is reserved, so that a 400 forgets the key and a corrected request may use it.
 //
 // Answers: 201 {"order","payment"}; 402 card_declined (with decline_code, order_id and
 // payment_id, so the client can pay the order with another card); 400 invalid_json /
@@ -45,20 +57,18 @@ func (h *PaymentsAPI) Routes(g *echo.Group) {
 // charged); 502/504 payment_outcome_unknown (retry with the same key: it resumes, never
 // charges twice).
 func (h *PaymentsAPI) checkout(c echo.Context) error {
-	return runCheckout(c, h.Ops, idempotency.RequestOf(c).(*checkoutRequest))
+	req := idempotency.RequestOf(c).(*checkoutRequest)
+	order := req.order.newOrder()
+	if err := order.Validate(); err != nil {
+		return err
+	}
+	return runCheckout(c, h.Ops, req)
 }
 
-// runCheckout runs the checkout operation under the request's idempotency key. The API and
-// the storefront both end here; the storefront has put the browser's cart in the context, so
-// the order converts it.
+// runCheckout runs the checkout operation on a request whose order is valid, under the
+// request's idempotency key, for the API and the storefront alike.
 func runCheckout(c echo.Context, ops PaymentOperations, req *checkoutRequest) error {
-	in := req.order.newOrder()
-	in.TenantID = TenantOf(c).ID
-	if cartID, ok := c.Get(ctxCheckoutCart).(string); ok {
-		in.CartID, in.SessionID = cartID, SessionOf(c)
-	}
-	endpoint := c.Request().Method + " " + c.Path()
-	resp, err := ops.Checkout(c.Request().Context(), idempotency.KeyOf(c), endpoint, payments.CheckoutRequest{Order: in, CardNumber: req.card})
+	resp, err := ops.Checkout(c.Request().Context(), idempotency.KeyOf(c), req.operation(TenantOf(c).ID))
 	if err != nil {
 		return err
 	}
@@ -74,8 +84,7 @@ func (h *PaymentsAPI) pay(c echo.Context) error {
 // runPayment runs the payment operation under the request's idempotency key, for the API and
 // the storefront alike.
 func runPayment(c echo.Context, ops PaymentOperations, req *paymentRequest) error {
-	endpoint := c.Request().Method + " " + c.Path()
-	resp, err := ops.Pay(c.Request().Context(), idempotency.KeyOf(c), endpoint, req.operation(TenantOf(c).ID))
+	resp, err := ops.Pay(c.Request().Context(), idempotency.KeyOf(c), req.operation(TenantOf(c).ID))
 	if err != nil {
 		return err
 	}
@@ -118,7 +127,7 @@ func RenderOperation(out payments.Result) (models.Response, error) {
 		body["order_id"] = out.Order.ID
 		body["payment_id"] = out.Payment.ID
 		resp, err = jsonResponse(status, body)
-	case payments.IsCheckout(out.Endpoint):
+	case out.Operation == payments.OperationCheckout:
 		resp, err = jsonResponse(http.StatusCreated, map[string]any{"order": OrderJSONOf(out.Order), "payment": PaymentJSONOf(out.Payment)})
 	default:
 		resp, err = jsonResponse(http.StatusCreated, PaymentJSONOf(out.Payment))

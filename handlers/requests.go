@@ -59,13 +59,15 @@ func member(obj map[string]json.RawMessage, name, field string, dst any) error {
 // checkout. Quantities are float64 so that every spelling of a number reads the same and
 // a fractional quantity stays distinguishable (and is rejected by validation).
 type orderRequest struct {
-	Items []struct {
-		SKU      string
-		Quantity float64
-	}
+	Items          []orderItem
 	Email          string
 	Shipping       models.Address
 	ShippingMethod string
+}
+
+type orderItem struct {
+	SKU      string
+	Quantity float64
 }
 
 // decodeOrderRequest reads the significant fields of an order body by their exact names:
@@ -85,10 +87,7 @@ func decodeOrderRequest(body []byte) (*orderRequest, error) {
 	}
 	for i, it := range items {
 		field := fmt.Sprintf("items[%d]", i)
-		var line struct {
-			SKU      string
-			Quantity float64
-		}
+		var line orderItem
 		if err := member(it, "sku", field, &line.SKU); err != nil {
 			return nil, err
 		}
@@ -192,14 +191,26 @@ func decodeOrder(c echo.Context) (any, idempotency.Fingerprint, error) {
 	return orderRequestOf(body)
 }
 
-// checkoutRequest is the significant content of POST /api/v1/checkout: the order and the card
-// to pay it with (its digits, spaces removed).
+// checkoutRequest is a checkout, as POST /api/v1/checkout and the storefront's checkout form
+// send it: the order and the card to pay it with (its digits, spaces removed). A storefront
+// checkout also names the browser's cart, which the order converts (once: a second checkout
+// of it is refused with cart_already_converted). The fingerprint is the order's and the card's.
 type checkoutRequest struct {
-	order *orderRequest
-	card  string
+	order     *orderRequest
+	card      string
+	cartID    string
+	sessionID string
 }
 
-// paymentRequest is the significant content of POST /api/v1/payments.
+// operation is the checkout operation's request, for tenantID.
+func (r *checkoutRequest) operation(tenantID string) payments.CheckoutRequest {
+	in := r.order.newOrder()
+	in.TenantID, in.CartID, in.SessionID = tenantID, r.cartID, r.sessionID
+	return payments.CheckoutRequest{Order: in, CardNumber: r.card}
+}
+
+// paymentRequest is a payment of an order, as POST /api/v1/payments and the storefront's "pay
+// with another card" form send it.
 type paymentRequest struct {
 	orderID  string
 	amount   int64
@@ -218,7 +229,7 @@ func cardNumberOf(body []byte) (string, error) {
 	}
 	card = strings.ReplaceAll(strings.TrimSpace(card), " ", "")
 	if card == "" {
-		return "", models.Invalid("A card number is required.", map[string]string{"card_number": "Enter a card number."})
+		return "", errCardRequired
 	}
 	return card, nil
 }
@@ -257,6 +268,9 @@ func decodePaymentRequest(body []byte) (*paymentRequest, error) {
 	}
 	return &p, nil
 }
+
+// errCardRequired is the answer to a request without a card number.
+var errCardRequired = models.Invalid("A card number is required.", map[string]string{"card_number": "Enter a card number."})
 
 // operation is the payment operation's request, for tenantID.
 func (p *paymentRequest) operation(tenantID string) payments.PaymentRequest {

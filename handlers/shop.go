@@ -13,7 +13,7 @@ import (
 )
 
 // The storefront's view of the stores: each interface lists only the methods it calls, so a
-// test or a later issue can swap one in without touching the others.
+// test can swap one in without touching the others.
 
 // ShopTenants finds the storefront's tenants.
 type ShopTenants interface {
@@ -99,10 +99,10 @@ func (s *Storefront) Routes(e *echo.Echo) {
 	g.POST("/cart/items/:sku", s.setQuantity).Name = routeCartSet
 	g.POST("/cart/items/:sku/delete", s.removeItem).Name = routeCartDelete
 	g.GET("/checkout", s.checkoutForm).Name = routeCheckout
-	g.POST("/checkout", s.checkoutOperation, s.presentCheckout, s.Idempotency.Route(s.Cards.decodeCheckout)).Name = routeCheckoutPlace
+	g.POST("/checkout", s.placeOrder).Name = routeCheckoutPlace
 	g.GET("/checkout/pending", s.pending).Name = routeCheckoutPending
 	g.GET("/orders", s.orders).Name = routeOrders
-	g.POST("/orders/:id/pay", s.payOperation, s.presentPayment, s.Idempotency.Route(s.Cards.decodePayment)).Name = routeOrderPay
+	g.POST("/orders/:id/pay", s.payOrder).Name = routeOrderPay
 }
 
 // loadTenant puts the tenant named in the path on the context; an unknown one is a 404 page.

@@ -27,24 +27,6 @@ const (
 	PointFinished       = models.RecoveryFinished
 )
 
-// Endpoints, as the idempotency layer records them (method and route). The completer uses
-// them to know which operation a key belongs to. The storefront's forms run the same two
-// operations as the API, under keys of the browser session.
-const (
-	EndpointCheckout        = "POST /api/v1/checkout"
-	EndpointPayments        = "POST /api/v1/payments"
-	EndpointBrowserCheckout = "POST /shop/:tenant/checkout"
-	EndpointBrowserPayment  = "POST /shop/:tenant/orders/:id/pay"
-)
-
-// Endpoints lists every endpoint whose operations the completer may finish.
-var Endpoints = []string{EndpointCheckout, EndpointPayments, EndpointBrowserCheckout, EndpointBrowserPayment}
-
-// IsCheckout reports whether endpoint places an order as well as paying it.
-func IsCheckout(endpoint string) bool {
-	return endpoint == EndpointCheckout || endpoint == EndpointBrowserCheckout
-}
-
 // Key is what an operation needs from its idempotency key: where the operation got to, and
 // writes that only apply while the key is still ours (fencing). *models.IdempotencyKey is one.
 type Key interface {
@@ -72,10 +54,10 @@ type Outbox interface {
 // Result is what an operation came to: the order and payment as they now are, and, for a
 // business rejection (card declined), the error to show. The handler renders it.
 type Result struct {
-	Endpoint string
-	Order    *models.Order
-	Payment  *models.Payment
-	Err      error
+	Operation Operation
+	Order     *models.Order
+	Payment   *models.Payment
+	Err       error
 }
 
 // Renderer turns a result into the response stored with the key. The request path and the

@@ -48,7 +48,8 @@ func mountRoutes(e *echo.Echo, cfg Config, db *gorm.DB, registry *prometheus.Reg
 		DB: db, Gateway: gateway, Render: handlers.RenderOperation,
 		Crash: payments.Crasher(cfg.CrashAt), Journal: journal, Logger: logger, Protections: protect,
 	}
-	completer := &payments.Completer{Keys: keys, Service: service, Lease: cfg.IdempotencyLease, Logger: logger}
+	completer := &payments.Completer{Keys: keys, Service: service, Endpoints: handlers.PaymentEndpoints,
+		Lease: cfg.IdempotencyLease, Logger: logger}
 	reaper := &payments.Reaper{Store: keys, Retention: cfg.IdempotencyRetention,
 		Journal: journal, JournalRetention: cfg.JournalRetention, Logger: logger}
 

@@ -96,21 +96,10 @@ func RequestOf(c echo.Context) any { return c.Get(ctxRequest) }
 //
 //	g.POST("/orders", h.create, h.Idempotency.Route(decodeOrder))
 //
-// It checks the Idempotency-Key header, decodes the request, and Runs the handler under the
-// key; then it sends the answer.
+// It Runs the handler under the request's key and sends the answer.
 func (m *Middleware) Route(decode Decoder) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
-		return func(c echo.Context) error {
-			if _, err := keyHeader(c.Request().Header); err != nil {
-				return err
-			}
-			req, fp, err := decode(c)
-			if err != nil {
-				return err
-			}
-			c.Set(ctxRequest, req)
-			return m.Run(c, fp, next).Send(c)
-		}
+		return func(c echo.Context) error { return m.Run(c, decode, next).Send(c) }
 	}
 }
 
@@ -147,8 +136,11 @@ func (a Answer) Send(c echo.Context) error {
 	return err
 }
 
-// Run runs handler under the request's Idempotency-Key, as one operation identified by fp, and
-// returns its answer without sending it. It reserves the key:
+// Run runs handler under the request's Idempotency-Key and returns the answer without sending
+// it, for a handler that shows it its own way (the storefront's forms). It checks the key
+// header (400 idempotency_key_required, invalid_idempotency_key), decodes the request (a 400
+// of decode reserves nothing; the handler gets the request with RequestOf) and reserves the
+// key:
 //
 //   - completed before with the same request: the stored answer, replayed; nothing runs;
 //   - made by another principal, for another endpoint or request: 422 idempotency_key_reuse;
@@ -157,11 +149,16 @@ func (a Answer) Send(c echo.Context) error {
 //
 // After the handler the key is stored, forgotten or released (see disposition). If the store
 // is down, the answer is 503 and nothing runs.
-func (m *Middleware) Run(c echo.Context, fp Fingerprint, handler echo.HandlerFunc) Answer {
+func (m *Middleware) Run(c echo.Context, decode Decoder, handler echo.HandlerFunc) Answer {
 	key, err := keyHeader(c.Request().Header)
 	if err != nil {
 		return Answer{Err: err}
 	}
+	req, fp, err := decode(c)
+	if err != nil {
+		return Answer{Err: err}
+	}
+	c.Set(ctxRequest, req)
 	tenant, principal := m.Scope(c)
 	if tenant == "" || principal == "" {
 		return Answer{Err: errors.New("idempotency middleware mounted without authentication")}
