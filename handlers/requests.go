@@ -23,9 +23,6 @@ import (
 // for each: the canonical form its Fingerprint hashes. Members are read by their exact names;
 // everything else ("metadata", "note", unknown members) is ignored.
 
-// ErrInvalidJSON is the answer to a body that is not JSON.
-var ErrInvalidJSON = &models.Error{Kind: models.KindInvalid, Code: "invalid_json", Message: "the request body is not valid JSON"}
-
 // jsonObject reads body as one JSON object, keeping each member's raw value. Members are found
 // by their exact name: encoding/json would match struct fields case-insensitively ("EMAIL" for
 // "email"), which would let two spellings of one body mean different things depending on
@@ -35,7 +32,7 @@ func jsonObject(body []byte, what string) (map[string]json.RawMessage, error) {
 	if err := json.Unmarshal(body, &obj); err != nil {
 		var syntaxErr *json.SyntaxError
 		if errors.As(err, &syntaxErr) || !json.Valid(body) {
-			return nil, ErrInvalidJSON
+			return nil, models.ErrInvalidJSON
 		}
 		return nil, models.Invalid(what+" must be a JSON object.", nil)
 	}

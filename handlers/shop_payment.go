@@ -82,7 +82,7 @@ func (s *Storefront) presentCheckoutAnswer(c echo.Context, cart *models.Cart, fo
 	if err := answer.Err; err != nil {
 		e := asDomainError(err)
 		switch {
-		case errors.Is(err, idempotency.ErrKeyReuse):
+		case errors.Is(err, models.ErrKeyReuse):
 			form.IdempotencyKey = models.NewID("idem") // a changed cart is a new operation
 			return s.rerenderCheckout(c, cart, form, nil,
 				"Your cart or your details changed since this form was first sent. Please check them and place the order again.",
@@ -176,7 +176,7 @@ func useFormKey(c echo.Context, key string) {
 // holds the key, or the gateway did not answer in time and the key was released with its
 // progress. The browser then waits on the pending page; it never offers to pay again.
 func awaitingOutcome(err error) bool {
-	if errors.Is(err, idempotency.ErrRequestInProgress) || errors.Is(err, models.ErrLeaseLost) {
+	if errors.Is(err, models.ErrRequestInProgress) || errors.Is(err, models.ErrLeaseLost) {
 		return true
 	}
 	switch asDomainError(err).Kind {

@@ -67,12 +67,6 @@ type Response struct {
 	Body   []byte
 }
 
-// ErrLeaseLost is returned by the fenced methods of an IdempotencyKey when its owner no longer
-// holds the lease: it expired and another request took the key over (or the key is already
-// completed). The caller's transaction must roll back; the new owner decides the outcome.
-var ErrLeaseLost = &Error{Kind: KindConflict, Code: "idempotency_lease_lost",
-	Message: "another request took over this idempotency key; retry with the same key to get its outcome"}
-
 // Outcome says what Reserve found.
 type Outcome int
 

@@ -111,10 +111,6 @@ func isAlpha2(s string) bool {
 	return len(s) == 2 && s[0] >= 'A' && s[0] <= 'Z' && s[1] >= 'A' && s[1] <= 'Z'
 }
 
-// ErrCartConverted is returned when an order is placed from a cart that already became an order.
-var ErrCartConverted = &Error{Kind: KindConflict, Code: "cart_already_converted",
-	Message: "this cart has already been turned into an order"}
-
 // OrderStore places and reads orders.
 type OrderStore struct{ db *gorm.DB }
 

@@ -35,14 +35,6 @@ func CanPaymentMove(from, to string) bool { return slices.Contains(paymentPredec
 // CanOrderMove reports whether an order may move from one status to another.
 func CanOrderMove(from, to string) bool { return slices.Contains(orderPredecessors[to], from) }
 
-// ErrOrderAlreadyPaid is returned when a new payment is attempted for a paid order.
-var ErrOrderAlreadyPaid = &Error{Kind: KindConflict, Code: "order_already_paid", Message: "this order has already been paid"}
-
-// ErrPaymentInProgress is returned when a new payment is attempted while another payment of the
-// same order has an outcome that is not known yet.
-var ErrPaymentInProgress = &Error{Kind: KindConflict, Code: "payment_in_progress",
-	Message: "another payment of this order is still being confirmed; wait for its outcome"}
-
 // NewPayment describes a payment to record before the gateway is called.
 type NewPayment struct {
 	TenantID        string

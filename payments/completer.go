@@ -90,7 +90,7 @@ func errorCode(err error) string {
 	if errors.As(err, &e) {
 		return e.Code
 	}
-	return "internal_error"
+	return models.ErrInternal.Code
 }
 
 func (c *Completer) log() *slog.Logger {

@@ -79,9 +79,8 @@ func (s *Service) Pay(ctx context.Context, key Key, req PaymentRequest) (models.
 			return models.ErrOrderAlreadyPaid
 		}
 		if req.Amount != order.Amount || req.Currency != order.Currency {
-			return &models.Error{Kind: models.KindInvalid, Code: "amount_mismatch",
-				Message: fmt.Sprintf("the payment must be for the order total, %d %s", order.Amount, order.Currency),
-				Fields:  map[string]string{"amount": "must equal the order total"}}
+			return models.ErrAmountMismatch.Msgf("the payment must be for the order total, %d %s", order.Amount, order.Currency).
+				WithFields(map[string]string{"amount": "must equal the order total"})
 		}
 		pm, err := s.paymentMethod(ctx, req.CardNumber)
 		if err != nil {
@@ -155,8 +154,7 @@ func (s *Service) paymentMethod(ctx context.Context, card string) (GatewayPaymen
 		return GatewayPaymentMethod{}, ErrInvalidCard
 	}
 	if err != nil {
-		return GatewayPaymentMethod{}, &models.Error{Kind: models.KindUnavailable, Code: "gateway_unavailable",
-			Message: "the payment provider could not be reached; nothing was charged, retry with the same Idempotency-Key", Err: err}
+		return GatewayPaymentMethod{}, models.ErrGatewayUnavailable.Wrap(err)
 	}
 	return pm, nil
 }
@@ -220,8 +218,8 @@ func (s *Service) lookUp(ctx context.Context, key Key, pay *models.Payment, gate
 	charges, err := s.Gateway.FindCharges(ctx, gatewayKey)
 	if err != nil {
 		s.journalGateway(ctx, key, pay, models.JournalGatewayLookup, "failed: the gateway could not be asked what happened under the payment's key")
-		return ChargeResult{}, false, &models.Error{Kind: models.KindUnavailable, Code: "gateway_unavailable",
-			Message: "the payment provider could not be asked about this payment; retry with the same Idempotency-Key, you will not be charged twice", Err: err}
+		return ChargeResult{}, false, models.ErrGatewayUnavailable.Wrap(err).
+			Msgf("the payment provider could not be asked about this payment; retry with the same Idempotency-Key, you will not be charged twice")
 	}
 	result, found := resultFromLedger(charges)
 	return result, found, nil
@@ -264,20 +262,17 @@ func (s *Service) record(ctx context.Context, key Key, op Operation, pay *models
 		s.logger().WarnContext(ctx, "gateway rejected the charge", "payment_id", pay.ID, "err", result.Err)
 		return s.finish(ctx, key, op, settlement{paymentID: pay.ID, status: models.PaymentFailed, declineCode: "processing_error"})
 	case OutcomeNotCharged:
-		return models.Response{}, &models.Error{Kind: models.KindUnavailable, Code: "gateway_unavailable",
-			Message: "the payment provider is unavailable and nothing was charged; retry with the same Idempotency-Key", Err: result.Err}
+		return models.Response{}, models.ErrGatewayUnavailable.Wrap(result.Err)
 	default:
 		// The charge may exist. The payment stays pending; the key is released with its
 		// progress, so a retry (or the completer, or the webhook) settles it without a second
 		// charge. The answer must not read as a failure that invites paying again.
-		kind := models.KindBadGateway
+		unknown := models.ErrPaymentOutcomeUnknown.Wrap(result.Err)
 		var ne net.Error
 		if errors.As(result.Err, &ne) && ne.Timeout() || errors.Is(result.Err, context.DeadlineExceeded) {
-			kind = models.KindTimeout
+			unknown.Kind = models.KindTimeout
 		}
-		return models.Response{}, &models.Error{Kind: kind, Code: "payment_outcome_unknown",
-			Message: "we could not confirm the payment with the provider yet; retry with the same Idempotency-Key — you will not be charged twice",
-			Err:     result.Err}
+		return models.Response{}, unknown
 	}
 }
 
@@ -366,15 +361,14 @@ func (s *Service) settleTx(tx *gorm.DB, outcome settlement) (*models.Order, *mod
 // Declined is the business error of a declined card: 402 with the gateway's decline code.
 func Declined(code string) *models.Error {
 	if code == "" {
-		code = "card_declined"
+		code = "card_declined" // the gateway's generic decline code
 	}
-	msg := "Your card was declined. Try another card."
+	declined := models.ErrCardDeclined.WithFields(map[string]string{"decline_code": code})
 	switch code {
 	case "insufficient_funds":
-		msg = "Your card was declined: insufficient funds. Try another card."
+		return declined.Msgf("Your card was declined: insufficient funds. Try another card.")
 	case "processing_error":
-		msg = "The payment provider refused this payment. Nothing was charged; try another card."
+		return declined.Msgf("The payment provider refused this payment. Nothing was charged; try another card.")
 	}
-	return &models.Error{Kind: models.KindDeclined, Code: "card_declined", Message: msg,
-		Fields: map[string]string{"decline_code": code}}
+	return declined
 }

@@ -84,8 +84,7 @@ type Reconciler struct {
 func (r *Reconciler) Report(ctx context.Context, tenantID string) (*Report, error) {
 	charges, err := r.Gateway.Ledger(ctx)
 	if err != nil {
-		return nil, &models.Error{Kind: models.KindUnavailable, Code: "gateway_unavailable",
-			Message: "the gateway's ledger could not be read", Err: err}
+		return nil, models.ErrGatewayUnavailable.Msgf("the gateway's ledger could not be read").Wrap(err)
 	}
 	db := r.DB.WithContext(ctx)
 	var orders []models.Order

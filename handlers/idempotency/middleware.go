@@ -14,20 +14,6 @@ import (
 	"checkoutlab/models"
 )
 
-// The answers of the idempotency layer itself.
-var (
-	ErrKeyRequired = &models.Error{Kind: models.KindInvalid, Code: "idempotency_key_required",
-		Message: "this endpoint needs an Idempotency-Key header: a unique value per operation, sent again on every retry"}
-	ErrInvalidKey = &models.Error{Kind: models.KindInvalid, Code: "invalid_idempotency_key",
-		Message: "Idempotency-Key must be 1 to 255 printable ASCII characters"}
-	ErrRequestInProgress = &models.Error{Kind: models.KindConflict, Code: "idempotency_request_in_progress",
-		Message: "a request with this Idempotency-Key is still being processed; retry after the time in Retry-After"}
-	ErrKeyReuse = &models.Error{Kind: models.KindUnprocessable, Code: "idempotency_key_reuse",
-		Message: "this Idempotency-Key was already used for a different request; use a new key for a new operation"}
-	ErrUnavailable = &models.Error{Kind: models.KindUnavailable, Code: "service_unavailable",
-		Message: "the service is temporarily unavailable; retry with the same Idempotency-Key"}
-)
-
 // MaxKeyLength is the longest key accepted, as at Stripe.
 const MaxKeyLength = 255
 
@@ -109,7 +95,7 @@ type Answer struct {
 	Response *models.Response
 	Replayed bool
 	Err      error
-	// RetryAfter, in seconds, comes with ErrRequestInProgress and models.ErrLeaseLost.
+	// RetryAfter, in seconds, comes with models.ErrRequestInProgress and models.ErrLeaseLost.
 	RetryAfter string
 }
 
@@ -171,8 +157,7 @@ func (m *Middleware) Run(c echo.Context, decode Decoder, handler echo.HandlerFun
 	})
 	if err != nil {
 		// The cause is attached for the log; nothing ran, so a retry is safe.
-		return Answer{Err: &models.Error{Kind: models.KindUnavailable, Code: ErrUnavailable.Code,
-			Message: ErrUnavailable.Message, Err: err}}
+		return Answer{Err: models.ErrServiceUnavailable.Wrap(err)}
 	}
 	j := keyJournal{j: m.Journal, tenant: tenant, key: key}
 	switch res.Outcome {
@@ -183,12 +168,12 @@ func (m *Middleware) Run(c echo.Context, decode Decoder, handler echo.HandlerFun
 	case models.Mismatch:
 		m.Metrics.count("mismatch")
 		j.record(ctx, models.JournalReservation, "", "mismatch: the key was made for another request; 422, nothing ran")
-		return Answer{Err: ErrKeyReuse}
+		return Answer{Err: models.ErrKeyReuse}
 	case models.InProgress:
 		m.Metrics.count("conflict")
 		wait := retryAfterSeconds(res.RetryAfter)
 		j.record(ctx, models.JournalReservation, "", "in_progress: another request holds the key; 409 with Retry-After "+wait+"s")
-		return Answer{Err: ErrRequestInProgress, RetryAfter: wait}
+		return Answer{Err: models.ErrRequestInProgress, RetryAfter: wait}
 	}
 	how := "a new key"
 	if res.Key.Attempts() > 1 {
@@ -202,15 +187,15 @@ func (m *Middleware) Run(c echo.Context, decode Decoder, handler echo.HandlerFun
 func keyHeader(h http.Header) (string, error) {
 	values := h.Values(HeaderKey)
 	if len(values) == 0 {
-		return "", ErrKeyRequired
+		return "", models.ErrIdempotencyKeyRequired
 	}
 	key := values[0]
 	if len(values) > 1 || key == "" || len(key) > MaxKeyLength {
-		return "", ErrInvalidKey
+		return "", models.ErrInvalidIdempotencyKey
 	}
 	for i := 0; i < len(key); i++ {
 		if key[i] < 0x20 || key[i] > 0x7e {
-			return "", ErrInvalidKey
+			return "", models.ErrInvalidIdempotencyKey
 		}
 	}
 	return key, nil
