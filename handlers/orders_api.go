@@ -82,7 +82,7 @@ func (h *OrdersAPI) get(c echo.Context) error {
 // OrderURL is the API address of an order.
 func OrderURL(id string) string { return "/api/v1/orders/" + id }
 
-// OrderJSON is an order as the API shows it. The payment issue embeds the order's payment.
+// OrderJSON is an order as the API shows it, with its latest payment.
 type OrderJSON struct {
 	ID              string          `json:"id"`
 	Status          string          `json:"status"`

@@ -18,8 +18,9 @@ const (
 	KeyCompleted  = "completed"
 )
 
-// Recovery points every operation shares. Multi-step operations (payments) add their own in
-// between, e.g. "started" → "payment_created" → "charge_created" → "finished".
+// Recovery points every operation shares. Multi-step operations add their own in between: the
+// checkout and payment operations go "started" → "payment_created" → "finished"
+// (payments/service.go).
 const (
 	RecoveryStarted  = "started"
 	RecoveryFinished = "finished"

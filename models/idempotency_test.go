@@ -124,7 +124,7 @@ func TestIdempotencyReserve(t *testing.T) {
 		})
 		t.Run("DeleteAfterProgressReleases", func(t *testing.T) {
 			k := MustReserve(t, s, reserveRequest("k7"), models.Reserved).Key
-			if err := db.Transaction(func(tx *gorm.DB) error { return k.AdvanceTx(tx, "charge_created") }); err != nil {
+			if err := db.Transaction(func(tx *gorm.DB) error { return k.AdvanceTx(tx, "payment_created") }); err != nil {
 				t.Fatal(err)
 			}
 			deleted, err := k.Delete(ctx)
@@ -132,8 +132,8 @@ func TestIdempotencyReserve(t *testing.T) {
 				t.Fatalf("delete: got %v, %v, want false, nil", deleted, err)
 			}
 			rec, err := s.Get(ctx, "acme", "k7")
-			if err != nil || rec.LockToken != nil || rec.RecoveryPoint != "charge_created" {
-				t.Errorf("got %+v, %v, want a released key at charge_created", rec, err)
+			if err != nil || rec.LockToken != nil || rec.RecoveryPoint != "payment_created" {
+				t.Errorf("got %+v, %v, want a released key at payment_created", rec, err)
 			}
 		})
 	})

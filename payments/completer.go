@@ -20,7 +20,7 @@ type Claimer interface {
 // Completer finishes operations whose owner is gone — a crashed process, or a client that got
 // a 5xx and never retried — so every order reaches a final state even if nobody asks again.
 // It is the same code as a client retry: it resumes from the recovery point, asks the gateway
-// before charging, and stores the answer a later retry will be replayed.
+// before charging, and stores the answer, which a later retry gets replayed.
 type Completer struct {
 	Keys    Claimer
 	Service *Service

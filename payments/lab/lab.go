@@ -7,6 +7,7 @@ package lab
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -399,18 +400,9 @@ func Judge(s Scenario, r *Result) {
 		r.OK, r.Verdict = true, fmt.Sprintf("holds without %s too: this is the protection's boundary", s.Switch)
 	case s.Breaks == "":
 		r.OK, r.Verdict = false, "unexpected: broke "+strings.Join(broken, ", ")+" without "+string(s.Switch)
-	case contains(broken, s.Breaks):
+	case slices.Contains(broken, s.Breaks):
 		r.OK, r.Verdict = true, fmt.Sprintf("reproduced: without %s, %s breaks", s.Switch, s.Breaks)
 	default:
 		r.OK, r.Verdict = false, fmt.Sprintf("NOT reproduced: %s held without %s", s.Breaks, s.Switch)
 	}
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
