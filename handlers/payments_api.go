@@ -44,8 +44,8 @@ func (h *PaymentsAPI) Routes(g *echo.Group) {
 	if h.Idempotency == nil || h.Cards == nil {
 		panic("handlers: PaymentsAPI needs its idempotency middleware and card fingerprint")
 	}
-	g.POST("/checkout", h.checkout, h.Idempotency.Route(h.Cards.decodeCheckout)).Name = "api.checkout"
-	g.POST("/payments", h.pay, h.Idempotency.Route(h.Cards.decodePayment)).Name = "api.payments"
+	g.POST("/checkout", h.checkout, h.Idempotency.Route(h.Cards.decodeCheckout())).Name = "api.checkout"
+	g.POST("/payments", h.pay, h.Idempotency.Route(h.Cards.decodePayment())).Name = "api.payments"
 }
 
 // checkout places an order and pays for it in one operation. The order is validated here, once

@@ -23,6 +23,23 @@ import (
 // for each: the canonical form its Fingerprint hashes. Members are read by their exact names;
 // everything else ("metadata", "note", unknown members) is ignored.
 
+// jsonRequest is the idempotency.Decoder of a JSON endpoint: it reads the body once, as one
+// JSON object (what names the request in the error for anything else: "The order"), and hands
+// it to decode.
+func jsonRequest(what string, decode func(obj map[string]json.RawMessage) (any, idempotency.Fingerprint, error)) idempotency.Decoder {
+	return func(c echo.Context) (any, idempotency.Fingerprint, error) {
+		body, err := io.ReadAll(c.Request().Body)
+		if err != nil {
+			return nil, idempotency.Fingerprint{}, err // the body limit's 413, or a client that went away
+		}
+		obj, err := jsonObject(body, what)
+		if err != nil {
+			return nil, idempotency.Fingerprint{}, err
+		}
+		return decode(obj)
+	}
+}
+
 // jsonObject reads body as one JSON object, keeping each member's raw value. Members are found
 // by their exact name: encoding/json would match struct fields case-insensitively ("EMAIL" for
 // "email"), which would let two spellings of one body mean different things depending on
@@ -67,15 +84,11 @@ type orderItem struct {
 	Quantity float64
 }
 
-// decodeOrderRequest reads the significant fields of an order body by their exact names:
+// decodeOrderRequest reads the significant fields of an order by their exact names:
 // items[].sku, items[].quantity, email, shipping_address.{name,address,city,postal_code,
 // country} and shipping_method. Everything else ("metadata", "note", unknown members) is
 // ignored.
-func decodeOrderRequest(body []byte) (*orderRequest, error) {
-	obj, err := jsonObject(body, "The order")
-	if err != nil {
-		return nil, err
-	}
+func decodeOrderRequest(obj map[string]json.RawMessage) (*orderRequest, error) {
 	var r orderRequest
 	var items []map[string]json.RawMessage
 	var addr map[string]json.RawMessage
@@ -166,26 +179,24 @@ func (r *orderRequest) canonical() canonicalOrder {
 // means "standard"). Not significant: member order, white space, number spelling, and free
 // members such as "metadata" or "note". It returns a 400 error for a body it cannot read.
 func OrderFingerprint(body []byte) (idempotency.Fingerprint, error) {
-	_, fp, err := orderRequestOf(body)
+	obj, err := jsonObject(body, "The order")
+	if err != nil {
+		return idempotency.Fingerprint{}, err
+	}
+	_, fp, err := orderOf(obj)
 	return fp, err
 }
 
-func orderRequestOf(body []byte) (*orderRequest, idempotency.Fingerprint, error) {
-	r, err := decodeOrderRequest(body)
+// decodeOrder is the idempotency.Decoder of POST /api/v1/orders: an *orderRequest.
+var decodeOrder = jsonRequest("The order", orderOf)
+
+func orderOf(obj map[string]json.RawMessage) (any, idempotency.Fingerprint, error) {
+	r, err := decodeOrderRequest(obj)
 	if err != nil {
 		return nil, idempotency.Fingerprint{}, err
 	}
 	fp, err := idempotency.FingerprintOf(r.canonical())
 	return r, fp, err
-}
-
-// decodeOrder is the idempotency.Decoder of POST /api/v1/orders: an *orderRequest.
-func decodeOrder(c echo.Context) (any, idempotency.Fingerprint, error) {
-	body, err := io.ReadAll(c.Request().Body)
-	if err != nil {
-		return nil, idempotency.Fingerprint{}, err // the body limit's 413, or a client that went away
-	}
-	return orderRequestOf(body)
 }
 
 // checkoutRequest is a checkout, as POST /api/v1/checkout and the storefront's checkout form
@@ -215,11 +226,8 @@ type paymentRequest struct {
 	card     string
 }
 
-func cardNumberOf(body []byte) (string, error) {
-	obj, err := jsonObject(body, "The request")
-	if err != nil {
-		return "", err
-	}
+// cardNumberOf reads the card_number member: its digits, spaces removed.
+func cardNumberOf(obj map[string]json.RawMessage) (string, error) {
 	var card string
 	if err := member(obj, "card_number", "card_number", &card); err != nil {
 		return "", err
@@ -231,11 +239,7 @@ func cardNumberOf(body []byte) (string, error) {
 	return card, nil
 }
 
-func decodePaymentRequest(body []byte) (*paymentRequest, error) {
-	obj, err := jsonObject(body, "The payment")
-	if err != nil {
-		return nil, err
-	}
+func decodePaymentRequest(obj map[string]json.RawMessage) (*paymentRequest, error) {
 	var p paymentRequest
 	var amount float64
 	for _, m := range []struct {
@@ -260,7 +264,8 @@ func decodePaymentRequest(body []byte) (*paymentRequest, error) {
 		return nil, models.Invalid("The payment is not valid.", fields)
 	}
 	p.amount = int64(amount)
-	if p.card, err = cardNumberOf(body); err != nil {
+	var err error
+	if p.card, err = cardNumberOf(obj); err != nil {
 		return nil, err
 	}
 	return &p, nil
@@ -306,22 +311,20 @@ func (k CardFingerprint) checkout(r *checkoutRequest) (idempotency.Fingerprint, 
 }
 
 // decodeCheckout is the idempotency.Decoder of POST /api/v1/checkout: a *checkoutRequest.
-func (k CardFingerprint) decodeCheckout(c echo.Context) (any, idempotency.Fingerprint, error) {
-	body, err := io.ReadAll(c.Request().Body)
-	if err != nil {
-		return nil, idempotency.Fingerprint{}, err
-	}
-	order, err := decodeOrderRequest(body)
-	if err != nil {
-		return nil, idempotency.Fingerprint{}, err
-	}
-	card, err := cardNumberOf(body)
-	if err != nil {
-		return nil, idempotency.Fingerprint{}, err
-	}
-	r := &checkoutRequest{order: order, card: card}
-	fp, err := k.checkout(r)
-	return r, fp, err
+func (k CardFingerprint) decodeCheckout() idempotency.Decoder {
+	return jsonRequest("The order", func(obj map[string]json.RawMessage) (any, idempotency.Fingerprint, error) {
+		order, err := decodeOrderRequest(obj)
+		if err != nil {
+			return nil, idempotency.Fingerprint{}, err
+		}
+		card, err := cardNumberOf(obj)
+		if err != nil {
+			return nil, idempotency.Fingerprint{}, err
+		}
+		r := &checkoutRequest{order: order, card: card}
+		fp, err := k.checkout(r)
+		return r, fp, err
+	})
 }
 
 type canonicalPayment struct {
@@ -338,15 +341,13 @@ func (k CardFingerprint) payment(p *paymentRequest) (idempotency.Fingerprint, er
 }
 
 // decodePayment is the idempotency.Decoder of POST /api/v1/payments: a *paymentRequest.
-func (k CardFingerprint) decodePayment(c echo.Context) (any, idempotency.Fingerprint, error) {
-	body, err := io.ReadAll(c.Request().Body)
-	if err != nil {
-		return nil, idempotency.Fingerprint{}, err
-	}
-	p, err := decodePaymentRequest(body)
-	if err != nil {
-		return nil, idempotency.Fingerprint{}, err
-	}
-	fp, err := k.payment(p)
-	return p, fp, err
+func (k CardFingerprint) decodePayment() idempotency.Decoder {
+	return jsonRequest("The payment", func(obj map[string]json.RawMessage) (any, idempotency.Fingerprint, error) {
+		p, err := decodePaymentRequest(obj)
+		if err != nil {
+			return nil, idempotency.Fingerprint{}, err
+		}
+		fp, err := k.payment(p)
+		return p, fp, err
+	})
 }
