@@ -31,8 +31,6 @@ const (
 	ctxTenant    = "tenant"
 	ctxPrincipal = "principal"
 	ctxSession   = "session_id"
-	// ctxCheckoutCart is the browser cart a storefront checkout converts into its order.
-	ctxCheckoutCart = "checkout_cart"
 )
 
 // RequestIDMiddleware gives every request an id (or keeps a sane X-Request-Id from the client)
@@ -225,8 +223,7 @@ func AllowedHosts(publicURL, listenAddr string) []string {
 }
 
 // ErrUnknownHost answers a request whose Host is not one of the shop's names.
-var ErrUnknownHost = &models.Error{Kind: models.KindInvalid, Code: "misdirected_request",
-	Message: "this server does not answer for that host name"}
+var ErrUnknownHost = models.ErrMisdirectedRequest
 
 // HostCheck answers 421 misdirected_request to a request whose Host header names none of
 // hosts. A page served under a name the shop does not know — a DNS rebinding attack points an
@@ -253,13 +250,11 @@ func HostCheck(hosts []string) echo.MiddlewareFunc {
 }
 
 // ErrBadText is the answer to a NUL byte or invalid UTF-8 anywhere a request carries text.
-var ErrBadText = &models.Error{Kind: models.KindInvalid, Code: "invalid_request",
-	Message: "the request contains a NUL byte or text that is not valid UTF-8"}
+var ErrBadText = models.ErrInvalid.Msgf("the request contains a NUL byte or text that is not valid UTF-8")
 
 // ErrRequestTimeout answers a client that did not send its body within the server's read
 // timeout.
-var ErrRequestTimeout = &models.Error{Kind: models.KindInvalid, Code: "request_timeout",
-	Message: "the request body did not arrive in time; nothing was done, send it again"}
+var ErrRequestTimeout = models.ErrRequestTimeout
 
 // ValidText refuses, with 400 invalid_request, a request that carries a NUL byte or invalid
 // UTF-8 in its path, a query parameter, or its body (every string of a JSON body, every
@@ -296,8 +291,7 @@ func ValidText() echo.MiddlewareFunc {
 				case errors.Is(err, os.ErrDeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
 					return answerError(c, http.StatusRequestTimeout, ErrRequestTimeout)
 				}
-				return &models.Error{Kind: models.KindInvalid, Code: "unreadable_body",
-					Message: "the request body could not be read", Err: err}
+				return models.ErrUnreadableBody.Wrap(err)
 			}
 			r.Body = io.NopCloser(bytes.NewReader(body))
 			if !cleanBody(r.Header.Get(echo.HeaderContentType), body) {

@@ -29,8 +29,7 @@ var OperatorRoutes = []string{"/mailbox", "/reconciliation", "/lab", "/ops/reset
 const OpsSessionTTL = 12 * time.Hour
 
 // ErrOperatorLogin answers a request for an operator page without an operator session.
-var ErrOperatorLogin = &models.Error{Kind: models.KindUnauthorized, Code: "operator_login_required",
-	Message: "this is an operator page: log in at /ops/login first"}
+var ErrOperatorLogin = models.ErrOperatorLoginRequired
 
 // OpsAuth is the operators' login. The mailbox, the reconciliation page and the failure lab
 // show every tenant's customers, so they are for whoever holds the operator password:

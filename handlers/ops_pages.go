@@ -8,6 +8,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"checkoutlab/handlers/idempotency"
 	"checkoutlab/models"
 	"checkoutlab/payments"
 	"checkoutlab/web/layout"
@@ -37,11 +38,11 @@ type OpsPages struct {
 	Mailbox    MailboxReader
 	Reconciler Reconciler
 	Tenants    TenantLister
-	// Desk, Decisions and Idempotent (built with ActionFingerprint) make the reconciliation
-	// page a triage desk; without them it is read-only.
-	Desk       TriageDesk
-	Decisions  DecisionLister
-	Idempotent echo.MiddlewareFunc
+	// Desk, Decisions and Idempotency make the reconciliation page a triage desk; without
+	// them it is read-only.
+	Desk        TriageDesk
+	Decisions   DecisionLister
+	Idempotency *idempotency.Middleware
 }
 
 // Routes mounts /mailbox and /reconciliation (and its forms' POST /reconciliation/actions).
@@ -50,10 +51,10 @@ func (h *OpsPages) Routes(e *echo.Echo) {
 	e.GET("/mailbox", h.mailbox).Name = "ops.mailbox"
 	e.GET("/reconciliation", h.reconciliation, session, csrf).Name = "ops.reconciliation"
 	if h.Desk != nil {
-		if h.Idempotent == nil || h.Decisions == nil {
+		if h.Idempotency == nil || h.Decisions == nil {
 			panic("handlers: OpsPages.Desk needs Decisions and its idempotency middleware")
 		}
-		e.POST("/reconciliation/actions", h.act, session, csrf, h.presentAction, h.Idempotent).Name = "ops.reconciliation.actions"
+		e.POST("/reconciliation/actions", h.presentAction, session, csrf).Name = "ops.reconciliation.actions"
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"checkoutlab/handlers/idempotency"
 	"checkoutlab/payments"
 )
 
@@ -19,8 +20,8 @@ type Reconciler interface {
 type ReconciliationAPI struct {
 	Reconciler Reconciler
 	Desk       TriageDesk
-	// Idempotent is the actions' idempotency middleware, built with ActionFingerprint.
-	Idempotent echo.MiddlewareFunc
+	// Idempotency keeps the actions safe to retry, as every POST of the API.
+	Idempotency *idempotency.Middleware
 }
 
 // Routes mounts the report (and the actions) on an authenticated /api/v1 group. It panics if
@@ -29,10 +30,10 @@ type ReconciliationAPI struct {
 func (h *ReconciliationAPI) Routes(g *echo.Group) {
 	g.GET("/reconciliation", h.report).Name = "api.reconciliation"
 	if h.Desk != nil {
-		if h.Idempotent == nil {
+		if h.Idempotency == nil {
 			panic("handlers: ReconciliationAPI.Desk needs its idempotency middleware")
 		}
-		g.POST("/reconciliation/actions", h.act, h.Idempotent).Name = "api.reconciliation.actions"
+		g.POST("/reconciliation/actions", h.act, h.Idempotency.Route(decodeAction)).Name = "api.reconciliation.actions"
 	}
 }
 

@@ -6,13 +6,13 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
 
 	"github.com/labstack/echo/v4"
 
+	"checkoutlab/handlers/idempotency"
 	"checkoutlab/models"
 	"checkoutlab/payments"
 )
@@ -38,50 +38,53 @@ type actionRequest struct {
 }
 
 // decodeActionRequest reads the members of an action body by their exact names.
-func decodeActionRequest(body []byte) (*actionRequest, error) {
-	obj, err := jsonObject(body, "The action")
-	if err != nil {
-		return nil, err
-	}
+func decodeActionRequest(obj map[string]json.RawMessage) (*actionRequest, error) {
 	var r actionRequest
 	for name, dst := range map[string]*string{"action": &r.Action, "order_id": &r.OrderID, "outcome": &r.Outcome, "reason": &r.Reason} {
 		if err := member(obj, name, name, dst); err != nil {
 			return nil, err
 		}
 	}
+	return r.normalized(), nil
+}
+
+// normalized trims the request and spells out settle_stuck's default outcome, so both
+// spellings are one operation.
+func (r *actionRequest) normalized() *actionRequest {
 	r.Action, r.OrderID, r.Outcome = strings.TrimSpace(r.Action), strings.TrimSpace(r.OrderID), strings.TrimSpace(r.Outcome)
 	if r.Action == models.ActionSettleStuck && r.Outcome == "" {
-		r.Outcome = payments.SettleResume // the default, spelled out: both spellings are one operation
+		r.Outcome = payments.SettleResume
 	}
-	return &r, nil
+	return r
 }
 
-// ActionFingerprint is the FingerprintFunc of the triage actions. Significant: the action, the
-// order and, for settle_stuck, the outcome. The reason is not: it explains the operation and
-// does not change it, so a retry with the reason retyped is still the same action.
-func ActionFingerprint(body []byte) (Fingerprint, error) {
-	r, err := decodeActionRequest(body)
+// fingerprint is what counts as the same action. Significant: the action, the order and, for
+// settle_stuck, the outcome. The reason is not: it explains the operation and does not change
+// it, so a retry with the reason retyped is still the same action.
+func (r *actionRequest) fingerprint() (idempotency.Fingerprint, error) {
+	same := *r
+	same.Reason = ""
+	return idempotency.FingerprintOf(same)
+}
+
+// decodeAction is the idempotency.Decoder of POST /api/v1/reconciliation/actions: an
+// *actionRequest.
+var decodeAction = jsonRequest("The action", func(obj map[string]json.RawMessage) (any, idempotency.Fingerprint, error) {
+	r, err := decodeActionRequest(obj)
 	if err != nil {
-		return Fingerprint{}, err
+		return nil, idempotency.Fingerprint{}, err
 	}
-	r.Reason = ""
-	return fingerprintOf(r)
-}
+	fp, err := r.fingerprint()
+	return r, fp, err
+})
 
-// runAction decodes an action and runs it for the request's tenant and principal. Answers: 200
+// runAction runs the request's action for its tenant and principal. Answers: 200
 // {"action","order_id","result","decision_id","detail"}; 400 invalid_json / invalid_request
 // (an unknown action, a missing reason); 404 not_found (an unknown order, or another
 // tenant's); 409 action_not_allowed (nothing done); 503 gateway_unavailable (nothing done);
 // 502 refund_outcome_unknown (retry: it refunds once).
 func runAction(c echo.Context, desk TriageDesk) error {
-	body, err := io.ReadAll(c.Request().Body)
-	if err != nil {
-		return err
-	}
-	r, err := decodeActionRequest(body)
-	if err != nil {
-		return err
-	}
+	r := idempotency.RequestOf(c).(*actionRequest)
 	res, err := desk.Act(c.Request().Context(), payments.ActionRequest{TenantID: TenantOf(c).ID, OrderID: r.OrderID,
 		Action: r.Action, Outcome: r.Outcome, Reason: r.Reason, Who: PrincipalOf(c)})
 	if err != nil {
@@ -97,48 +100,47 @@ func operatorPrincipal(session string) string {
 	return "operator:" + hex.EncodeToString(sum[:])[:16]
 }
 
-// presentAction is the presenter of the reconciliation page's forms (POST
-// /reconciliation/actions): it runs the form as the API's JSON request, under the form's
-// idempotency_key (made when the page was rendered, so a double click sends the same key), and
-// answers 303 back to the page with the decision marked, or the page again with what went wrong.
-func (h *OpsPages) presentAction(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		tenant := c.FormValue("tenant")
-		t, err := h.tenant(c.Request().Context(), tenant)
-		if err != nil {
-			return err
-		}
-		c.Set(ctxTenant, t)
-		c.Set(ctxPrincipal, operatorPrincipal(SessionOf(c)))
-		body, err := json.Marshal(map[string]string{"action": c.FormValue("action"), "order_id": c.FormValue("order_id"),
-			"outcome": c.FormValue("outcome"), "reason": c.FormValue("reason")})
-		if err != nil {
-			return err
-		}
-		rec, err := runAsJSON(c, next, body, c.FormValue("idempotency_key"))
-		if err == nil && rec.status == http.StatusOK {
-			var res payments.ActionResult
-			if err := json.Unmarshal(rec.body.Bytes(), &res); err != nil {
-				return err
-			}
-			return c.Redirect(http.StatusSeeOther, "/reconciliation?"+url.Values{"tenant": {t.ID}, "decision": {res.DecisionID}}.Encode())
-		}
-		if err == nil {
-			// A stored refusal, replayed (the same form sent again): show it as the first time.
-			var answer struct{ Message string }
-			_ = json.Unmarshal(rec.body.Bytes(), &answer)
-			return h.renderReconciliation(c, t.ID, rec.status, &actionBanner{message: answer.Message})
-		}
-		e := asDomainError(err)
-		msg := e.Message
-		if e.Kind == models.KindInvalid && len(e.Fields) > 0 {
-			msg = firstField(e.Fields)
-		}
-		if errors.Is(err, ErrRequestInProgress) {
-			msg = "This action is being carried out right now (a second click?). Reload the page in a moment to see its decision."
-		}
-		return h.renderReconciliation(c, t.ID, StatusOf(err), &actionBanner{message: msg})
+// presentAction is the reconciliation page's form (POST /reconciliation/actions): it runs the
+// API's action under the form's idempotency_key (made when the page was rendered, so a double
+// click sends the same key), with the operator as the key's principal, and answers 303 back to
+// the page with the decision marked, or the page again with what went wrong.
+func (h *OpsPages) presentAction(c echo.Context) error {
+	t, err := h.tenant(c.Request().Context(), c.FormValue("tenant"))
+	if err != nil {
+		return err
 	}
+	c.Set(ctxTenant, t)
+	c.Set(ctxPrincipal, operatorPrincipal(SessionOf(c)))
+	req := (&actionRequest{Action: c.FormValue("action"), OrderID: c.FormValue("order_id"),
+		Outcome: c.FormValue("outcome"), Reason: c.FormValue("reason")}).normalized()
+	useFormKey(c, c.FormValue("idempotency_key"))
+	answer := h.Idempotency.Run(c, func(echo.Context) (any, idempotency.Fingerprint, error) {
+		fp, err := req.fingerprint()
+		return req, fp, err
+	}, h.act)
+	if answer.Err == nil && answer.Response.Status == http.StatusOK {
+		var res payments.ActionResult
+		if err := json.Unmarshal(answer.Response.Body, &res); err != nil {
+			return err
+		}
+		return c.Redirect(http.StatusSeeOther, "/reconciliation?"+url.Values{"tenant": {t.ID}, "decision": {res.DecisionID}}.Encode())
+	}
+	if answer.Err == nil {
+		// A stored refusal, replayed (the same form sent again): show it as the first time.
+		var stored struct{ Message string }
+		_ = json.Unmarshal(answer.Response.Body, &stored)
+		return h.renderReconciliation(c, t.ID, answer.Response.Status, &actionBanner{message: stored.Message})
+	}
+	err = answer.Err
+	e := asDomainError(err)
+	msg := e.Message
+	if e.Kind == models.KindInvalid && len(e.Fields) > 0 {
+		msg = firstField(e.Fields)
+	}
+	if errors.Is(err, models.ErrRequestInProgress) {
+		msg = "This action is being carried out right now (a second click?). Reload the page in a moment to see its decision."
+	}
+	return h.renderReconciliation(c, t.ID, StatusOf(err), &actionBanner{message: msg})
 }
 
 // firstField is the message of the first invalid field, in a fixed order.

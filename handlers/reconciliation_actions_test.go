@@ -18,6 +18,7 @@ import (
 	"gorm.io/gorm"
 
 	"checkoutlab/handlers"
+	"checkoutlab/handlers/idempotency"
 	"checkoutlab/models"
 	"checkoutlab/models/modelstest"
 	"checkoutlab/payments"
@@ -39,23 +40,21 @@ func MustDeskShop(tb testing.TB, db *gorm.DB) *deskShop {
 	e := handlers.NewRouter(slog.New(slog.NewTextHandler(io.Discard, nil)), reg)
 	tenants, keys := models.NewTenantStore(db), models.NewIdempotencyStore(db)
 	journal, decisions := models.NewJournalStore(db, nil), models.NewDecisionStore(db)
-	metrics, cards := handlers.NewIdempotencyMetrics(reg), handlers.NewCardFingerprint("whsec_test")
+	cards := handlers.NewCardFingerprint("whsec_test")
+	idem := MustIdempotency(keys, time.Minute, idempotency.NewMetrics(reg), journal)
 	gw := payments.NewGatewayClient(MustGateway(tb), 5*time.Second)
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	service := &payments.Service{DB: db, Gateway: gw, Outbox: noOutbox{}, Render: handlers.RenderOperation, Journal: journal, Logger: quiet}
 	reconciler := &payments.Reconciler{DB: db, Gateway: gw, Keys: keys, Dismissed: decisions}
-	desk := &payments.Triage{DB: db, Reconciler: reconciler, Gateway: gw, Service: service, Keys: keys, Lease: time.Minute,
+	desk := &payments.Triage{DB: db, Reconciler: reconciler, Gateway: gw, Service: service,
+		Endpoints: handlers.PaymentEndpoints, Keys: keys, Lease: time.Minute,
 		Journal: journal, Logger: quiet, Webhooks: &payments.WebhookProcessor{DB: db, Outbox: noOutbox{}, Journal: journal}}
-	actions := handlers.Idempotent(keys, time.Minute, handlers.ActionFingerprint, metrics, handlers.WithJournal(journal))
 	api := e.Group("/api/v1", handlers.APIKeyAuth(tenants))
-	(&handlers.PaymentsAPI{Ops: service,
-		CheckoutIdempotent: handlers.Idempotent(keys, time.Minute, cards.CheckoutFingerprint, metrics),
-		PaymentIdempotent:  handlers.Idempotent(keys, time.Minute, cards.PaymentFingerprint, metrics),
-	}).Routes(api)
-	(&handlers.ReconciliationAPI{Reconciler: reconciler, Desk: desk, Idempotent: actions}).Routes(api)
+	(&handlers.PaymentsAPI{Ops: service, Idempotency: idem, Cards: cards}).Routes(api)
+	(&handlers.ReconciliationAPI{Reconciler: reconciler, Desk: desk, Idempotency: idem}).Routes(api)
 	(&handlers.OrdersOpsAPI{Orders: models.NewOrderStore(db), Effects: models.NewSideEffectStore(db), Journal: journal}).Routes(api)
 	(&handlers.OpsPages{Mailbox: models.NewSideEffectStore(db), Reconciler: reconciler, Tenants: tenants,
-		Desk: desk, Decisions: decisions, Idempotent: actions}).Routes(e)
+		Desk: desk, Decisions: decisions, Idempotency: idem}).Routes(e)
 	srv := httptest.NewServer(e)
 	tb.Cleanup(srv.Close)
 	return &deskShop{srv: srv, db: db, gw: gw}
@@ -79,7 +78,7 @@ func (s *deskShop) call(tb testing.TB, method, path, apiKey, key, body string) a
 	req.Header.Set("Authorization", "Bearer "+apiKey)
 	req.Header.Set("Content-Type", "application/json")
 	if key != "-" {
-		req.Header.Set(handlers.HeaderIdempotencyKey, key)
+		req.Header.Set(idempotency.HeaderKey, key)
 	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -87,7 +86,7 @@ func (s *deskShop) call(tb testing.TB, method, path, apiKey, key, body string) a
 	}
 	defer res.Body.Close()
 	raw, _ := io.ReadAll(res.Body)
-	a := answer{status: res.StatusCode, replayed: res.Header.Get(handlers.HeaderIdempotentReplayed) == "true", raw: string(raw)}
+	a := answer{status: res.StatusCode, replayed: res.Header.Get(idempotency.HeaderReplayed) == "true", raw: string(raw)}
 	_ = json.Unmarshal(raw, &a.body)
 	return a
 }

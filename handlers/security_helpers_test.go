@@ -9,11 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
 	"gorm.io/gorm"
 
 	"checkoutlab/handlers"
+	"checkoutlab/handlers/idempotency"
 	"checkoutlab/models"
 	"checkoutlab/models/modelstest"
 	"checkoutlab/payments"
@@ -50,25 +50,18 @@ func MustSecureShop(tb testing.TB, db *gorm.DB, unstarted bool, opts ...handlers
 	tenants, orders, keys := models.NewTenantStore(db), models.NewOrderStore(db), models.NewIdempotencyStore(db)
 	effects, journal := models.NewSideEffectStore(db), models.NewJournalStore(db, nil)
 	cards := handlers.NewCardFingerprint("whsec_test")
-	metrics := handlers.NewIdempotencyMetrics(reg)
+	idem := MustIdempotency(keys, time.Minute, idempotency.NewMetrics(reg), journal)
 	gateway := payments.NewGatewayClient(MustGateway(tb), 5*time.Second)
 	service := &payments.Service{DB: db, Gateway: gateway, Outbox: noOutbox{}, Render: handlers.RenderOperation, Journal: journal}
-	idempotent := func(fp handlers.FingerprintFunc) echo.MiddlewareFunc {
-		return handlers.Idempotent(keys, time.Minute, fp, metrics, handlers.WithJournal(journal))
-	}
 
 	e.StaticFS("/static", static.FS)
 	(&handlers.Ops{Ping: func(context.Context) error { return nil }, Registry: reg}).Routes(e)
 	(&handlers.Storefront{Tenants: tenants, Products: models.NewProductStore(db), Carts: models.NewCartStore(db),
-		Orders: orders, Payments: service, Keys: keys, Journal: journal,
-		CheckoutIdempotent: idempotent(cards.CheckoutFingerprint), PayIdempotent: idempotent(cards.PaymentFingerprint),
-	}).Routes(e)
+		Orders: orders, Payments: service, Keys: keys, Journal: journal, Idempotency: idem, Cards: cards}).Routes(e)
 	api := e.Group("/api/v1", handlers.APIKeyAuth(tenants))
 	(&handlers.CatalogAPI{Products: models.NewProductStore(db)}).Routes(api)
-	(&handlers.OrdersAPI{Orders: orders, Idempotent: idempotent(handlers.OrderFingerprint)}).Routes(api)
-	(&handlers.PaymentsAPI{Ops: service,
-		CheckoutIdempotent: idempotent(cards.CheckoutFingerprint), PaymentIdempotent: idempotent(cards.PaymentFingerprint),
-	}).Routes(api)
+	(&handlers.OrdersAPI{Orders: orders, Idempotency: idem}).Routes(api)
+	(&handlers.PaymentsAPI{Ops: service, Idempotency: idem, Cards: cards}).Routes(api)
 	reconciler := &payments.Reconciler{DB: db, Gateway: gateway, Keys: keys, Grace: time.Minute}
 	(&handlers.OpsPages{Mailbox: effects, Reconciler: reconciler, Tenants: tenants}).Routes(e)
 	(&handlers.LabPages{Runner: &fakeLabRunner{}}).Routes(e)

@@ -116,14 +116,6 @@ func isAlpha2(s string) bool {
 // pending_payment or payment_failed, never from paid, and never leaves it.
 const OrderExpired = "expired"
 
-// ErrOrderExpired is returned when a payment is attempted for an expired order.
-var ErrOrderExpired = &Error{Kind: KindConflict, Code: "order_expired",
-	Message: "this order was not paid in time and has expired; its items went back on sale, so place a new order"}
-
-// ErrCartConverted is returned when an order is placed from a cart that already became an order.
-var ErrCartConverted = &Error{Kind: KindConflict, Code: "cart_already_converted",
-	Message: "this cart has already been turned into an order"}
-
 // OrderStore places and reads orders.
 type OrderStore struct{ db *gorm.DB }
 

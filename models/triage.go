@@ -13,15 +13,15 @@ import (
 // payment's key now, giving an order's stock back once, and flagging a webhook-id that came
 // back with another payload.
 
+// ErrKeyBusy is returned by ClaimPaymentKey when a request is working on the payment right
+// now, and nobody else may take its key. It is never an answer of its own: the desk turns it
+// into action_not_allowed.
+var ErrKeyBusy = errors.New("a request is working on this payment right now")
+
 // RefundKeyFor is the idempotency key the shop uses toward the gateway to refund chargeID, an
 // extra charge of orderID. It is derived, not made up at click time, so a second click, a
 // retry or a second operator sends the same key and the gateway refunds once.
 func RefundKeyFor(orderID, chargeID string) string { return orderID + ":refund:" + chargeID }
-
-// ErrKeyBusy is returned by ClaimPaymentKey when a live request holds the payment's key: it is
-// working on the payment right now, and nobody else may.
-var ErrKeyBusy = &Error{Kind: KindConflict, Code: "key_busy",
-	Message: "a request is working on this payment right now; try again once it has finished"}
 
 // ClaimPaymentKey takes over, now, the in-progress idempotency key that created paymentID, as
 // a completer would: with the same compare-and-set as Reserve's takeover, so it never owns the

@@ -33,22 +33,21 @@ func mismatchDetail(pay *models.Payment, c GatewayCharge) string {
 // for its amount: someone else used the key first, so no charge under it can be this
 // payment's. The payment stays pending, and the key is released like after any unknown
 // outcome, until an operator settles it from the reconciliation desk.
-var errKeyTaken = &models.Error{Kind: models.KindBadGateway, Code: "payment_outcome_unknown",
-	Message: "the payment provider holds another charge under this payment's key; the payment stays pending until the shop has checked it"}
+var errKeyTaken = models.ErrPaymentOutcomeUnknown.Msgf(
+	"the payment provider holds another charge under this payment's key; the payment stays pending until the shop has checked it")
 
 // ownCharges keeps, of the charges the gateway holds under pay's key, those that can be its
 // outcome, and journals every other one (ev names the operation). If there were charges and
 // none fits, it returns errKeyTaken: charging again under the key would only replay, or be
 // refused as a reuse of, a request that was not ours.
-func (s *Service) ownCharges(ctx context.Context, ev models.JournalEvent, pay *models.Payment, charges []GatewayCharge) ([]GatewayCharge, error) {
+func (s *Service) ownCharges(ctx context.Context, key Key, pay *models.Payment, charges []GatewayCharge) ([]GatewayCharge, error) {
 	own := charges[:0:0]
 	for _, c := range charges {
 		if chargeFits(pay, c) {
 			own = append(own, c)
 			continue
 		}
-		ev.Kind, ev.Detail = models.JournalGatewayLookup, mismatchDetail(pay, c)
-		record(s.Journal, ctx, ev)
+		s.journalGateway(ctx, key, pay, models.JournalGatewayLookup, mismatchDetail(pay, c))
 	}
 	if len(own) == 0 && len(charges) > 0 {
 		return nil, errKeyTaken

@@ -14,8 +14,8 @@ import (
 	"time"
 )
 
-// GatewayClient talks to the payment gateway (the fake gateway, or anything that speaks
-// contract section 4). Every call has an explicit timeout: a call that does not finish in
+// GatewayClient talks to the payment gateway (the fake gateway, or anything that speaks its
+// API, docs/api.md). Every call has an explicit timeout: a call that does not finish in
 // time is abandoned and, for a charge, reported as an Unknown outcome, never as a failure.
 type GatewayClient struct {
 	baseURL string

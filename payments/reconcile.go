@@ -213,8 +213,7 @@ type reconcileOrder struct {
 func (r *Reconciler) report(ctx context.Context, tenantID string) (*Report, map[string][]GatewayCharge, error) {
 	charges, err := r.Gateway.Ledger(ctx)
 	if err != nil {
-		return nil, nil, &models.Error{Kind: models.KindUnavailable, Code: "gateway_unavailable",
-			Message: "the gateway's ledger could not be read", Err: err}
+		return nil, nil, models.ErrGatewayUnavailable.Msgf("the gateway's ledger could not be read").Wrap(err)
 	}
 	db := r.DB.WithContext(ctx)
 	var orders []reconcileOrder

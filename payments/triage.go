@@ -45,10 +45,13 @@ type Triage struct {
 	// Service resumes a stuck operation through the completer's path, and renders the
 	// answer stored with the key of one settled as failed.
 	Service *Service
-	Keys    PaymentKeyClaimer
-	Lease   time.Duration // IDEMPOTENCY_LEASE: how long a claimed key stays the desk's
-	Journal Journal
-	Logger  *slog.Logger
+	// Endpoints maps the endpoint a key was reserved on to its operation, as the completer's
+	// (handlers.PaymentEndpoints).
+	Endpoints map[string]Operation
+	Keys      PaymentKeyClaimer
+	Lease     time.Duration // IDEMPOTENCY_LEASE: how long a claimed key stays the desk's
+	Journal   Journal
+	Logger    *slog.Logger
 }
 
 // ActionRequest is one action on one order. Who names the person or program (an operator's
@@ -95,7 +98,7 @@ const declineAbandoned = "abandoned"
 
 // notAllowed is the refusal of an action that the finding or the gateway does not allow.
 func notAllowed(format string, args ...any) *models.Error {
-	return models.Errorf(models.KindConflict, "action_not_allowed", format, args...)
+	return models.ErrActionNotAllowed.Msgf(format, args...)
 }
 
 // Act validates req, then runs its action on the tenant's order. Errors: invalid_request (an
@@ -259,8 +262,7 @@ func (t *Triage) refundExtraCharge(ctx context.Context, order *models.Order, cha
 			return "", notAllowed("the gateway refused to refund charge %s: %s", extra.ID, gwErr.Code)
 		}
 		// The refund may have happened. Its key is derived, so a retry refunds once.
-		return "", &models.Error{Kind: models.KindBadGateway, Code: "refund_outcome_unknown",
-			Message: "the gateway's answer to the refund was lost; retry the action, it refunds at most once", Err: err}
+		return "", models.ErrRefundOutcomeUnknown.Wrap(err)
 	}
 	how := "refunded at the gateway"
 	if d.Result == ResultAlreadyRefunded {
@@ -343,7 +345,7 @@ func (t *Triage) settleStuck(ctx context.Context, order *models.Order, charges [
 	d.Gateway = "under the payment's key: " + describeCharges(underKey)
 
 	if req.Outcome == SettleResume {
-		if _, err := t.Service.charge(ctx, ck.Key, ck.Endpoint, true); err != nil {
+		if _, err := t.Service.charge(ctx, ck.Key, t.Endpoints[ck.Endpoint], true); err != nil {
 			if !errors.Is(err, models.ErrLeaseLost) {
 				release()
 			}
@@ -384,11 +386,11 @@ func (t *Triage) settleStuck(ctx context.Context, order *models.Order, charges [
 			return err
 		}
 		if ck != nil {
-			resp, err := t.Service.Render(Result{Endpoint: ck.Endpoint, Order: tr.Order, Payment: tr.Payment, Err: Declined(declineAbandoned)})
+			resp, err := t.Service.Render(Result{Operation: t.Endpoints[ck.Endpoint], Order: tr.Order, Payment: tr.Payment, Err: Declined(declineAbandoned)})
 			if err != nil {
 				return fmt.Errorf("render outcome: %w", err)
 			}
-			if err := ck.Key.CompleteTx(tx, resp.Status, resp.Header, resp.Body); err != nil {
+			if err := ck.Key.CompleteTx(tx, resp); err != nil {
 				return err
 			}
 		}
@@ -443,8 +445,7 @@ func describeCharges(cs []GatewayCharge) string {
 }
 
 func gatewayUnavailable(err error) *models.Error {
-	return &models.Error{Kind: models.KindUnavailable, Code: "gateway_unavailable",
-		Message: "the gateway could not be asked; nothing was done, try again", Err: err}
+	return models.ErrGatewayUnavailable.Msgf("the gateway could not be asked; nothing was done, try again").Wrap(err)
 }
 
 func anyOf(have, want []string) bool {

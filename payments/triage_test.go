@@ -36,13 +36,13 @@ type triageStack struct {
 }
 
 // renderOutcome is a minimal renderer: 201 for an outcome, 402 for a decline.
-func renderOutcome(out payments.Result) (payments.Response, error) {
+func renderOutcome(out payments.Result) (models.Response, error) {
 	status := http.StatusCreated
 	if out.Err != nil {
 		status = http.StatusPaymentRequired
 	}
 	body, err := json.Marshal(map[string]string{"order_id": out.Order.ID, "payment": out.Payment.Status})
-	return payments.Response{Status: status, Header: http.Header{"Content-Type": {"application/json"}}, Body: body}, err
+	return models.Response{Status: status, Header: http.Header{"Content-Type": {"application/json"}}, Body: body}, err
 }
 
 func mustTriageStack(t *testing.T, db *gorm.DB) *triageStack {
@@ -58,25 +58,25 @@ func mustTriageStack(t *testing.T, db *gorm.DB) *triageStack {
 	// No grace: whatever is pending now counts as unresolved, so the tests need not wait.
 	st.rec = &payments.Reconciler{DB: db, Gateway: st.gw, Keys: st.keys, Dismissed: models.NewDecisionStore(db)}
 	st.desk = &payments.Triage{DB: db, Reconciler: st.rec, Gateway: st.gw, Webhooks: st.proc, Service: st.service,
-		Keys: st.keys, Lease: time.Minute, Journal: st.journal, Logger: quiet}
+		Endpoints: map[string]payments.Operation{"POST /api/v1/checkout": payments.OperationCheckout}, Keys: st.keys, Lease: time.Minute, Journal: st.journal, Logger: quiet}
 	return st
 }
 
 // checkout runs one checkout under key as the idempotency middleware would: reserve (or take
 // over) the key, run the operation, release the key after an error. It returns the answer (or
 // the error) and the order the key is linked to.
-func (st *triageStack) checkout(t *testing.T, tenant, key, card, email string, items ...models.Item) (payments.Response, string, error) {
+func (st *triageStack) checkout(t *testing.T, tenant, key, card, email string, items ...models.Item) (models.Response, string, error) {
 	t.Helper()
 	ctx := context.Background()
 	res, err := st.keys.Reserve(ctx, models.ReserveRequest{TenantID: tenant, Key: key, Principal: "api_key:test",
-		Endpoint: payments.EndpointCheckout, Fingerprint: strings.Repeat("0", 64), Params: []byte("{}"), Lease: time.Minute})
+		Endpoint: "POST /api/v1/checkout", Fingerprint: strings.Repeat("0", 64), Params: []byte("{}"), Lease: time.Minute})
 	if err != nil || res.Outcome != models.Reserved {
 		t.Fatalf("reserve %s: got %+v %v, want reserved", key, res, err)
 	}
 	if len(items) == 0 {
 		items = []models.Item{{SKU: "camp-mug", Quantity: 2}}
 	}
-	resp, err := st.service.Checkout(ctx, res.Key, payments.EndpointCheckout, payments.CheckoutRequest{CardNumber: card,
+	resp, err := st.service.Checkout(ctx, res.Key, payments.CheckoutRequest{CardNumber: card,
 		Order: models.NewOrder{TenantID: tenant, Email: email, Items: items,
 			Shipping: models.Address{Name: "Ada", Address: "1 Way", City: "London", PostalCode: "N1", Country: "GB"}}})
 	if err != nil {

@@ -7,6 +7,7 @@ package lab
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -149,7 +150,7 @@ var Scenarios = []Scenario{
 		RealLife:  "The customer clicks Pay twice; the browser sends two identical requests with the same key, a few milliseconds apart.",
 		Mechanism: "Server-side idempotency: the second request finds the key (in progress: 409, retry; completed: the stored answer replayed) and never runs the operation.",
 		Switch:    payments.SwitchServerIdempotency, Breaks: OrdersPerKey, PaidOrders: 1,
-		Links: []string{"handlers/idempotency.go", "models/idempotency.go", "docs/idempotency.md"},
+		Links: []string{"handlers/idempotency/middleware.go", "models/idempotency.go", "docs/idempotency.md"},
 		Steps: []Step{checkout(Checkout{Key: "double-click", Copies: 2, Retry: true})},
 	},
 	{
@@ -188,7 +189,7 @@ var Scenarios = []Scenario{
 		RealLife:  "A buggy client reuses its idempotency key for a new, different cart.",
 		Mechanism: "The key's fingerprint: a request whose significant parameters differ is refused with 422 idempotency_key_reuse and runs nothing.",
 		Switch:    payments.SwitchServerIdempotency, Breaks: OrdersPerKey, PaidOrders: 1,
-		Links: []string{"handlers/fingerprint.go", "handlers/idempotency.go", "docs/idempotency.md"},
+		Links: []string{"handlers/requests.go", "handlers/idempotency/middleware.go", "docs/idempotency.md"},
 		Steps: []Step{
 			checkout(Checkout{Key: "reused", Retry: true}),
 			checkout(Checkout{Key: "reused", Cart: "compass", Retry: true}),
@@ -229,7 +230,7 @@ var Scenarios = []Scenario{
 		Mechanism: "The stored response: the retry finds the key completed and gets the answer replayed, byte for byte; nothing runs again. Without server idempotency the retry is a new checkout and the customer pays twice.",
 		Switch:    payments.SwitchServerIdempotency, Breaks: PaidOrders, PaidOrders: 1,
 		CrashAt: payments.CrashBeforeResponse,
-		Links:   []string{"handlers/idempotency.go", "payments/operations.go", "docs/idempotency.md"},
+		Links:   []string{"handlers/idempotency/middleware.go", "payments/operations.go", "docs/idempotency.md"},
 		Steps:   crashSteps("crash-answered"),
 	},
 	{
@@ -336,7 +337,7 @@ var Scenarios = []Scenario{
 		RealLife:  "The card is declined; the client retries the same request.",
 		Mechanism: "A decline is a business outcome: stored with the key and replayed (402), the card is not tried again. Without server idempotency the retry places a second order and tries the card again; it is declined again, so no money moves, but the customer now has two failed orders.",
 		Switch:    payments.SwitchServerIdempotency, Breaks: OrdersPerKey, PaidOrders: 0,
-		Links: []string{"handlers/idempotency.go", "payments/operations.go"},
+		Links: []string{"handlers/idempotency/disposition.go", "payments/operations.go"},
 		Steps: []Step{
 			checkout(Checkout{Key: "declined", Card: cardDeclined, Retry: true}),
 			checkout(Checkout{Key: "declined", Card: cardDeclined, Retry: true}),
@@ -435,7 +436,7 @@ func Judge(s Scenario, r *Result) {
 		checked[c.Invariant] = true
 		switch {
 		case c.Holds:
-		case contains(s.Repair, c.Invariant):
+		case slices.Contains(s.Repair, c.Invariant):
 			repairBroken = append(repairBroken, c.Invariant)
 		default:
 			broken = append(broken, c.Invariant)
@@ -461,18 +462,9 @@ func Judge(s Scenario, r *Result) {
 		r.OK, r.Verdict = true, fmt.Sprintf("holds without %s too: this is the protection's boundary", s.Switch)
 	case s.Breaks == "":
 		r.OK, r.Verdict = false, "unexpected: broke "+strings.Join(broken, ", ")+" without "+string(s.Switch)
-	case contains(broken, s.Breaks):
+	case slices.Contains(broken, s.Breaks):
 		r.OK, r.Verdict = true, fmt.Sprintf("reproduced: without %s, %s breaks", s.Switch, s.Breaks)
 	default:
 		r.OK, r.Verdict = false, fmt.Sprintf("NOT reproduced: %s held without %s", s.Breaks, s.Switch)
 	}
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
