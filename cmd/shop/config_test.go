@@ -7,8 +7,6 @@ import (
 	"time"
 )
 
-func envOf(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
-
 func TestLoadConfig(t *testing.T) {
 	t.Run("OKDefaults", func(t *testing.T) {
 		cfg, err := loadConfig(nil, envOf(nil), io.Discard)

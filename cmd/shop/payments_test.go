@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"testing"
 	"time"
@@ -52,7 +53,7 @@ func TestCheckoutSurvivesEveryFault(t *testing.T) {
 	for _, dialect := range modelstest.Dialects {
 		t.Run(dialect, func(t *testing.T) {
 			st := MustStartShop(t, dialect, fastEnv)
-			db := mustShopDB(t, st.Env)
+			db := st.DB
 			for _, tc := range cases {
 				t.Run(tc.name, func(t *testing.T) {
 					for _, f := range tc.faults {
@@ -61,7 +62,7 @@ func TestCheckoutSurvivesEveryFault(t *testing.T) {
 					key := "fault-" + tc.name
 					a, attempts := retryUntilFinal(t, st.Shop, "/api/v1/checkout", key, checkoutBody(tc.card), 30)
 					t.Logf("%d attempts, final %d", attempts, a.Status)
-					orderID := orderIDOf(a)
+					orderID := a.OrderID()
 					if orderID == "" {
 						t.Fatalf("got %d %s, want an answer naming the order", a.Status, a.Raw)
 					}
@@ -124,7 +125,7 @@ func mustReconciliation(tb testing.TB, base string) map[string]any {
 	}
 	defer res.Body.Close()
 	var rep map[string]any
-	if err := jsonDecode(res.Body, &rep); err != nil || res.StatusCode != http.StatusOK {
+	if err := json.NewDecoder(res.Body).Decode(&rep); err != nil || res.StatusCode != http.StatusOK {
 		tb.Fatalf("reconciliation: %d %v", res.StatusCode, err)
 	}
 	return rep
@@ -137,7 +138,7 @@ func TestWebhookOnly(t *testing.T) {
 	for _, dialect := range modelstest.Dialects {
 		t.Run(dialect, func(t *testing.T) {
 			st := MustStartShop(t, dialect, fastEnv)
-			db := mustShopDB(t, st.Env)
+			db := st.DB
 			a := post(st.Shop, "/api/v1/checkout", "gone", checkoutBody("4000000000000119"))
 			if a.Status != http.StatusBadGateway || a.Body["error"] != "payment_outcome_unknown" {
 				t.Fatalf("first answer: got %d %s, want 502 payment_outcome_unknown", a.Status, a.Raw)

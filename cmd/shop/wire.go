@@ -10,23 +10,17 @@ import (
 	"github.com/riverqueue/river"
 	"gorm.io/gorm"
 
+	"checkoutlab/cmd/shop/internal/stack"
 	"checkoutlab/handlers"
 	"checkoutlab/models"
 	"checkoutlab/payments"
 	"checkoutlab/static"
 )
 
-// background is the work the shop runs besides serving requests.
-type background struct {
-	jobs      *payments.Jobs
-	completer *payments.Completer
-	journal   *models.JournalStore
-}
-
 // mountRoutes wires the shop — stores, the payment operations, the job queue — and mounts its
-// whole URL space, in one place, explicitly. It returns the background work for the caller to
-// start.
-func mountRoutes(e *echo.Echo, cfg Config, db *gorm.DB, registry *prometheus.Registry, logger *slog.Logger) (*background, error) {
+// whole URL space, in one place, explicitly. It returns the background work for the stack to
+// start (stack.Wire): `serve`, the failure lab and the end-to-end tests all start this shop.
+func mountRoutes(e *echo.Echo, cfg stack.Config, db *gorm.DB, registry *prometheus.Registry, logger *slog.Logger) (*stack.Background, error) {
 	tenants := models.NewTenantStore(db)
 	products := models.NewProductStore(db)
 	orders := models.NewOrderStore(db)
@@ -34,7 +28,7 @@ func mountRoutes(e *echo.Echo, cfg Config, db *gorm.DB, registry *prometheus.Reg
 	effects := models.NewSideEffectStore(db)
 	journal := models.NewJournalStore(db, logger)
 	withJournal := handlers.WithJournal(journal)
-	protect := cfg.protections // all on, except in a failure-lab stack
+	protect := cfg.Protections // all on, except in a failure-lab stack
 	if protect.Off != "" {
 		logger.Warn("FAILURE LAB STACK: a protection is OFF; this shop double-charges on purpose. Never run it for real customers.",
 			"protection_off", string(protect.Off))
@@ -98,8 +92,8 @@ func mountRoutes(e *echo.Echo, cfg Config, db *gorm.DB, registry *prometheus.Reg
 		Grace: 2*cfg.IdempotencyLease + cfg.CompleterInterval + 2*cfg.GatewayTimeout}
 	(&handlers.ReconciliationAPI{Reconciler: reconciler}).Routes(api)
 	(&handlers.OpsPages{Mailbox: effects, Reconciler: reconciler, Tenants: tenants}).Routes(e)
-	(&handlers.LabPages{Runner: labWeb{}, GatewayURL: cfg.GatewayURL}).Routes(e)
-	return &background{jobs: jobs, completer: completer, journal: journal}, nil
+	(&handlers.LabPages{Runner: cfg.Lab, GatewayURL: cfg.GatewayURL}).Routes(e)
+	return &stack.Background{Jobs: jobs, Completer: completer, Journal: journal}, nil
 }
 
 // reapInterval runs the reaper often enough that what it deletes outlives its retention by at
