@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -132,10 +133,5 @@ func mustInOrder(tb testing.TB, lines []string, prefixes ...string) {
 }
 
 func matchesAny(line string, prefixes []string) bool {
-	for _, p := range prefixes {
-		if strings.HasPrefix(line, p) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(prefixes, func(p string) bool { return strings.HasPrefix(line, p) })
 }

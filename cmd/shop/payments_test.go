@@ -12,7 +12,7 @@ import (
 )
 
 // TestCheckoutSurvivesEveryFault runs a one-step checkout through every gateway fault and fault
-// test card of the contract, with the client retrying under the SAME key as a careful client
+// test card of the fake gateway, with the client retrying under the SAME key as a careful client
 // does, against the real shop and the real fake gateway. Whatever the fault, money moves
 // exactly once: one succeeded charge in the gateway's ledger, the order paid, one receipt and
 // one shipment. Declines move no money and are answered 402, stored and replayed.
