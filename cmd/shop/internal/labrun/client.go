@@ -109,11 +109,18 @@ func (c *client) play(ctx context.Context, t *target, step lab.Step) error {
 		}
 	case step.Checkout != nil:
 		copies := max(step.Checkout.Copies, 1)
+		if copies > 1 {
+			c.connect(ctx, copies)
+		}
+		// The copies are sent together: on a busy machine, goroutines that each dialled on
+		// their own could arrive one after the other, after the first had finished.
 		last := make([]Answer, copies)
 		var wg sync.WaitGroup
+		start := make(chan struct{})
 		for i := range copies {
-			wg.Go(func() { last[i] = c.checkout(ctx, *step.Checkout) })
+			wg.Go(func() { <-start; last[i] = c.checkout(ctx, *step.Checkout) })
 		}
+		close(start)
 		wg.Wait()
 		if want := step.Checkout.Expect; want != "" {
 			for _, a := range last {
@@ -158,6 +165,25 @@ func (c *client) play(ctx context.Context, t *target, step lab.Step) error {
 		}
 	}
 	return nil
+}
+
+// connect opens n connections to the shop (n requests at once for /healthz), which the
+// client's transport keeps for the requests that follow.
+func (c *client) connect(ctx context.Context, n int) {
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.shop+"/healthz", nil)
+			if err != nil {
+				return
+			}
+			if res, err := c.http.Do(req); err == nil {
+				io.Copy(io.Discard, res.Body) // read to the end, or the connection is not kept
+				res.Body.Close()
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // checkout sends one checkout and, if ch.Retry, retries until a final answer. It returns the

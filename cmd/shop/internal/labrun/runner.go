@@ -175,6 +175,7 @@ type target struct {
 // stack's idle connections can be closed with it.
 func newHTTPClient() (*http.Client, func()) {
 	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.MaxIdleConnsPerHost = 32 // a scenario's concurrent copies each keep theirs
 	return &http.Client{Transport: transport, Timeout: 30 * time.Second}, transport.CloseIdleConnections
 }
 
