@@ -3,7 +3,7 @@ package fakegateway
 import "strings"
 
 // Card behaviours: what a payment method does when charged. A normal valid card succeeds; the
-// test cards of contract section 4 decline or trigger a fault.
+// test cards listed in docs/failure-modes.md decline or trigger a fault.
 const (
 	behaviourSucceed           = "succeed"
 	behaviourCardDeclined      = "card_declined"

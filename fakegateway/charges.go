@@ -14,8 +14,6 @@ import (
 	"github.com/labstack/echo/v4"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
-
-	"checkoutlab/models"
 )
 
 // ChargeRequest is the body of POST /v1/charges. Give either PaymentMethod or CardNumber.
@@ -148,10 +146,12 @@ func (g *Gateway) createCharge(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if f, err := g.takeFault(ctx, g.db, faultLatency); err != nil {
+	latency, err := g.takeFault(ctx, g.db, faultLatency)
+	if err != nil {
 		return err
-	} else if f != nil {
-		g.sleep(reqCtx, time.Duration(f.DelayMS)*time.Millisecond)
+	}
+	if latency != nil {
+		g.sleep(reqCtx, time.Duration(latency.DelayMS)*time.Millisecond)
 	}
 	outcome, err := g.takeFault(ctx, g.db, outcomeFaults...)
 	if err != nil {
@@ -164,7 +164,10 @@ func (g *Gateway) createCharge(c echo.Context) error {
 	}
 
 	// Before the commit: nothing is written to the ledger.
-	if outcome != nil {
+	if outcome != nil && (outcome.Fault == faultErrorBeforeCommit || outcome.Fault == faultTimeoutBeforeCommit) {
+		if err := g.recordHits(ctx, g.db, "", key, ignoreKey, latency, outcome); err != nil {
+			return err
+		}
 		switch outcome.Fault {
 		case faultErrorBeforeCommit:
 			log.InfoContext(ctx, "fault: error before commit, nothing charged", "status", outcome.Status)
@@ -189,12 +192,15 @@ func (g *Gateway) createCharge(c echo.Context) error {
 	log.InfoContext(ctx, "charge committed or replayed")
 
 	// After the commit: the charge exists whatever the client sees now.
-	after := ""
+	after, struck := "", outcome
 	if outcome != nil {
 		after = outcome.Fault
 	} else if !res.replayed && (v.behaviour == faultCommitThenDrop || v.behaviour == faultCommitThenDelay) {
 		// A test card's fault strikes on the first charge under a key only.
-		after = v.behaviour
+		after, struck = v.behaviour, cardFault(v.behaviour)
+	}
+	if err := g.recordHits(ctx, g.db, res.charge.ID, key, ignoreKey, latency, struck); err != nil {
+		return err
 	}
 	switch after {
 	case faultCommitThenDrop:
@@ -225,7 +231,8 @@ func (g *Gateway) createCharge(c echo.Context) error {
 // fault to apply, or nil when it already struck under this key (a retry then goes through, as
 // after a transient error). With ignoreKey every call counts as a first call.
 func (g *Gateway) cardStrike(ctx context.Context, key, behaviour string, ignoreKey bool) (*faultRow, error) {
-	fault := &faultRow{Fault: behaviour, Status: http.StatusServiceUnavailable}
+	fault := cardFault(behaviour)
+	fault.Status = http.StatusServiceUnavailable
 	if ignoreKey {
 		return fault, nil
 	}
@@ -249,7 +256,7 @@ func (g *Gateway) commitCharge(ctx context.Context, v validCharge, ignoreKey boo
 	var out chargeOutcome
 	err := g.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		now := g.now()
-		chargeID := models.NewID("ch")
+		chargeID := newID("ch")
 		if !ignoreKey {
 			claim := idempotencyKeyRow{Key: v.key, Fingerprint: v.fingerprint, ChargeID: chargeID,
 				StatusCode: http.StatusCreated, CreatedAt: now}
@@ -265,7 +272,7 @@ func (g *Gateway) commitCharge(ctx context.Context, v validCharge, ignoreKey boo
 		if v.pm != nil {
 			pmID = v.pm.ID
 		} else {
-			pm := paymentMethodRow{ID: models.NewID("pm"), Last4: v.card.last4, Brand: v.card.brand,
+			pm := paymentMethodRow{ID: newID("pm"), Last4: v.card.last4, Brand: v.card.brand,
 				Behaviour: v.card.behaviour, CreatedAt: now}
 			if err := tx.Create(&pm).Error; err != nil {
 				return fmt.Errorf("create payment method: %w", err)
@@ -280,13 +287,14 @@ func (g *Gateway) commitCharge(ctx context.Context, v validCharge, ignoreKey boo
 		case behaviourCardDeclined, behaviourInsufficientFunds:
 			ch.Status, ch.FailureCode = statusFailed, v.behaviour
 		}
+		var declined *faultRow
 		if ch.Status == statusSucceeded {
-			f, err := g.takeFault(ctx, tx, faultDecline)
-			if err != nil {
+			var err error
+			if declined, err = g.takeFault(ctx, tx, faultDecline); err != nil {
 				return err
 			}
-			if f != nil {
-				ch.Status, ch.FailureCode = statusFailed, f.Code
+			if declined != nil {
+				ch.Status, ch.FailureCode = statusFailed, declined.Code
 			}
 		}
 		if err := tx.Create(&ch).Error; err != nil {
@@ -304,6 +312,9 @@ func (g *Gateway) commitCharge(ctx context.Context, v validCharge, ignoreKey boo
 		}
 		plan, err := g.deliveryPlan(ctx, tx, v.behaviour)
 		if err != nil {
+			return err
+		}
+		if err := g.recordHits(ctx, tx, ch.ID, v.key, append(plan.struck, declined)...); err != nil {
 			return err
 		}
 		final := "charge.succeeded"

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 
@@ -60,6 +59,10 @@ func (g *Gateway) postFault(c echo.Context) error {
 		f, err = g.armFault(c.Request().Context(), req)
 	}
 	if fromForm {
+		if err == nil {
+			// The page confirms what was armed, looked up by id: no text travels in the URL.
+			return c.Redirect(http.StatusSeeOther, "/?armed="+strconv.FormatInt(f.ID, 10))
+		}
 		return g.redirectHome(c, err)
 	}
 	if err != nil {
@@ -71,6 +74,9 @@ func (g *Gateway) postFault(c echo.Context) error {
 func (g *Gateway) deleteFaults(c echo.Context) error {
 	err := g.disarmAll(c.Request().Context())
 	if isForm(c) {
+		if err == nil {
+			return c.Redirect(http.StatusSeeOther, "/?disarmed=all")
+		}
 		return g.redirectHome(c, err)
 	}
 	if err != nil {
@@ -101,34 +107,58 @@ func (g *Gateway) postResend(c echo.Context) error {
 
 // isForm reports whether the request is the page's HTML form. A JSON body counts as JSON
 // whatever its Content-Type says: `curl -d '{"fault":…}'` sends the form type by default, and
-// must arm the fault rather than be read as an empty form.
+// must arm the fault rather than be read as an empty form. The answer is kept in the context:
+// once the form is parsed (for its CSRF token) the body is gone and cannot be looked at again.
 func isForm(c echo.Context) bool {
-	if !strings.HasPrefix(c.Request().Header.Get(echo.HeaderContentType), echo.MIMEApplicationForm) {
-		return false
+	if known, ok := c.Get(isFormKey).(bool); ok {
+		return known
 	}
-	body, err := io.ReadAll(c.Request().Body)
-	if err != nil {
-		return true
-	}
-	c.Request().Body = io.NopCloser(bytes.NewReader(body))
-	return !strings.HasPrefix(strings.TrimSpace(string(body)), "{")
+	form := func() bool {
+		if !strings.HasPrefix(c.Request().Header.Get(echo.HeaderContentType), echo.MIMEApplicationForm) {
+			return false
+		}
+		// A peek at the start is enough; the rest stays in the body for whoever reads it.
+		r := c.Request()
+		start, err := io.ReadAll(io.LimitReader(r.Body, 512))
+		if err != nil {
+			return true
+		}
+		r.Body = struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(bytes.NewReader(start), r.Body), r.Body}
+		return !strings.HasPrefix(strings.TrimSpace(string(start)), "{")
+	}()
+	c.Set(isFormKey, form)
+	return form
 }
 
-// redirectHome answers a form post with a 303 to the page, carrying a failure message if
-// there was one: the message of a 400 as is, anything else logged and shown generically.
+const isFormKey = "fakegateway.is_form"
+
+// redirectHome answers a form post with a 303 to the page. A failure travels as a code
+// (/?error=invalid_request), never as text: the page shows a fixed message per code, so a
+// link to the page cannot make it say anything else. The detailed message goes to the log.
 func (g *Gateway) redirectHome(c echo.Context, err error) error {
-	target := "/"
-	if err != nil {
-		msg := "the gateway failed unexpectedly"
-		var ae *apiError
-		if errors.As(err, &ae) {
-			msg = ae.Message
-		} else {
-			g.log.ErrorContext(c.Request().Context(), "form action failed", "path", c.Path(), "err", err)
-		}
-		target = "/?error=" + url.QueryEscape(msg)
+	if err == nil {
+		return c.Redirect(http.StatusSeeOther, "/")
 	}
-	return c.Redirect(http.StatusSeeOther, target)
+	code := "internal_error"
+	var ae *apiError
+	if errors.As(err, &ae) && pageErrors[ae.Code] != "" {
+		code = ae.Code
+		g.log.InfoContext(c.Request().Context(), "form action refused", "path", c.Path(), "code", ae.Code, "message", ae.Message)
+	} else {
+		g.log.ErrorContext(c.Request().Context(), "form action failed", "path", c.Path(), "err", err)
+	}
+	return c.Redirect(http.StatusSeeOther, "/?error="+code)
+}
+
+// pageErrors are the messages the page can show, keyed by the code in /?error=.
+var pageErrors = map[string]string{
+	"invalid_request":  "The fault was not armed: a value is not a number, is out of range, or does not apply to this fault (docs/failure-modes.md lists each fault's parameters). The gateway's log says which.",
+	"unknown_fault":    "The fault was not armed: the gateway has no fault of that name.",
+	"resource_missing": "Nothing was resent: the gateway has no such event.",
+	"internal_error":   "The gateway failed unexpectedly; its log says why.",
 }
 
 // faultRequestFromForm reads the fault form of the page. Empty fields are absent.

@@ -6,12 +6,14 @@ import (
 	"testing"
 )
 
-// TestArmFaultJSONWithFormContentType: `curl -d '{"fault":…}'` sends a JSON body with the form
-// Content-Type. It must arm the fault (201), not be read as an empty form and redirected.
+// TestArmFaultJSONWithFormContentType: `curl -H 'Authorization: Bearer …' -d '{"fault":…}'`
+// sends a JSON body with the form Content-Type. It must arm the fault (201), not be read as an empty form and redirected.
 func TestArmFaultJSONWithFormContentType(t *testing.T) {
 	g := mustGateway(t, "sqlite", noSender)
-	res, err := http.Post(g.srv.URL+"/_control/faults", "application/x-www-form-urlencoded",
-		strings.NewReader(`{"fault":"latency","delay_ms":10}`))
+	req, _ := http.NewRequest(http.MethodPost, g.srv.URL+"/_control/faults", strings.NewReader(`{"fault":"latency","delay_ms":10}`))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Authorization", "Bearer "+g.token)
+	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

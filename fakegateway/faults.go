@@ -10,7 +10,7 @@ import (
 	"gorm.io/gorm"
 )
 
-// Fault names, as in contract section 4.
+// Fault names, as docs/failure-modes.md explains them.
 const (
 	faultLatency              = "latency"
 	faultErrorBeforeCommit    = "error_before_commit"
@@ -232,6 +232,13 @@ func (d *faultDice) roll(f faultRow) bool {
 	return r.Float64() < f.Probability
 }
 
+// forget drops one fault's source, once it is disarmed.
+func (d *faultDice) forget(id int64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.sources, id)
+}
+
 func (d *faultDice) reset() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -243,14 +250,14 @@ func (d *faultDice) reset() {
 // It returns nil when no fault strikes. db may be a transaction.
 func (g *Gateway) takeFault(ctx context.Context, db *gorm.DB, names ...string) (*faultRow, error) {
 	var armed []faultRow
-	if err := db.WithContext(ctx).Where("fault IN ? AND remaining > 0", names).Order("id").Find(&armed).Error; err != nil {
+	if err := db.WithContext(ctx).Where("fault IN ? AND remaining > 0 AND disarmed_at IS NULL", names).Order("id").Find(&armed).Error; err != nil {
 		return nil, fmt.Errorf("load armed faults: %w", err)
 	}
 	for _, f := range armed {
 		if !g.faults.roll(f) {
 			continue
 		}
-		res := db.WithContext(ctx).Model(&faultRow{}).Where("id = ? AND remaining > 0", f.ID).
+		res := db.WithContext(ctx).Model(&faultRow{}).Where("id = ? AND remaining > 0 AND disarmed_at IS NULL", f.ID).
 			Update("remaining", gorm.Expr("remaining - 1"))
 		if res.Error != nil {
 			return nil, fmt.Errorf("take fault %s: %w", f.Fault, res.Error)
@@ -282,7 +289,7 @@ func (g *Gateway) armFault(ctx context.Context, req FaultRequest) (Fault, error)
 // armedFaults lists the faults that can still strike, oldest first.
 func (g *Gateway) armedFaults(ctx context.Context) ([]Fault, error) {
 	var rows []faultRow
-	if err := g.db.WithContext(ctx).Where("remaining > 0").Order("id").Find(&rows).Error; err != nil {
+	if err := g.db.WithContext(ctx).Where("remaining > 0 AND disarmed_at IS NULL").Order("id").Find(&rows).Error; err != nil {
 		return nil, fmt.Errorf("list faults: %w", err)
 	}
 	out := make([]Fault, 0, len(rows))
@@ -292,9 +299,11 @@ func (g *Gateway) armedFaults(ctx context.Context) ([]Fault, error) {
 	return out, nil
 }
 
-// disarmAll removes every armed fault and forgets their random sources.
+// disarmAll disarms every armed fault and forgets their random sources. The rows stay, as
+// the page's history of spent and disarmed faults.
 func (g *Gateway) disarmAll(ctx context.Context) error {
-	if err := g.db.WithContext(ctx).Where("1 = 1").Delete(&faultRow{}).Error; err != nil {
+	if err := g.db.WithContext(ctx).Model(&faultRow{}).Where("disarmed_at IS NULL AND remaining > 0").
+		Update("disarmed_at", g.now()).Error; err != nil {
 		return fmt.Errorf("disarm faults: %w", err)
 	}
 	g.faults.reset()

@@ -12,17 +12,11 @@ import (
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	"gorm.io/gorm"
-
-	"checkoutlab/migrations"
-	"checkoutlab/models"
 )
 
 // DemoWebhookSecret is the documented demo signing secret shared by the shop and the gateway
 // when WEBHOOK_SECRET is unset. It is public: never use it outside a demo.
 const DemoWebhookSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
-
-// DBFileName is the SQLite file the gateway keeps under DATA_DIR when no DATABASE_URL is given.
-const DBFileName = "gateway.db"
 
 // Defaults of the webhook sender. The retry schedule is a compressed version of a real
 // provider's (which retries for days): 1 s, 2 s, 4 s … capped at RetryMax.
@@ -35,6 +29,16 @@ const (
 	// DefaultFaultDelay is the delay_ms of timeout_before_commit and commit_then_delay when
 	// none is given: longer than any sensible client timeout.
 	DefaultFaultDelay = 30 * time.Second
+)
+
+// Defaults of Serve's server. There is no write timeout: the delay and timeout faults hold
+// answers back on purpose. IdleTimeout is longer than the 90 s after which Go's default
+// client transport drops an idle connection, so the client lets go first and never sends a
+// request on a connection the gateway is closing at that moment.
+const (
+	DefaultReadHeaderTimeout = 10 * time.Second
+	DefaultReadTimeout       = 30 * time.Second
+	DefaultIdleTimeout       = 2 * time.Minute
 )
 
 // Config is everything New needs. DB is required and must already be migrated (OpenDB does
@@ -59,6 +63,19 @@ type Config struct {
 	DeliveryTimeout time.Duration
 	// Now is the clock; tests may replace it. Default: time.Now.
 	Now func() time.Time
+	// ControlToken, when set, guards the operator's side of the gateway: the control API
+	// (/_control/*) needs "Authorization: Bearer <ControlToken>", and the page (/) a browser
+	// logged in once with /?token=<ControlToken>. At least 16 letters, digits or - . _ ~.
+	// Empty leaves both open, as a gateway on a developer's machine may be; the page's forms
+	// need their CSRF token either way. cmd/fakegateway defaults it to DemoControlToken.
+	ControlToken string
+	// ReadHeaderTimeout, ReadTimeout and IdleTimeout bound how long Serve's server waits for
+	// a request's headers, for the whole request, and for the next request on an idle
+	// connection, so a client that stalls cannot hold a connection for ever. Defaults:
+	// DefaultReadHeaderTimeout, DefaultReadTimeout, DefaultIdleTimeout.
+	ReadHeaderTimeout time.Duration
+	ReadTimeout       time.Duration
+	IdleTimeout       time.Duration
 }
 
 // Gateway is the fake provider: its HTTP API, its ledger and its webhook sender.
@@ -69,6 +86,7 @@ type Gateway struct {
 	signer     *standardwebhooks.Webhook
 	httpClient *http.Client
 	faults     *faultDice
+	sessionKey []byte // signs the page's session cookie and CSRF tokens
 
 	wake      chan struct{} // nudges the sender after a commit that wrote deliveries
 	closing   chan struct{} // closed by Close: ends hanging fault handlers and the sender
@@ -77,8 +95,8 @@ type Gateway struct {
 }
 
 // New checks cfg and returns a Gateway. It returns an error if DB is nil, the webhook secret
-// is not "whsec_" + base64, or WebhookURL is not an absolute http(s) URL. New does not start
-// the sender: call Start.
+// is not "whsec_" + base64, WebhookURL is not an absolute http(s) URL, or ControlToken is set
+// but too short or holds other characters. New does not start the sender: call Start.
 func New(cfg Config) (*Gateway, error) {
 	if cfg.DB == nil {
 		return nil, errors.New("fakegateway: Config.DB is required")
@@ -99,26 +117,32 @@ func New(cfg Config) (*Gateway, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	if cfg.RetryBase <= 0 {
-		cfg.RetryBase = DefaultRetryBase
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
-	if cfg.RetryMax <= 0 {
-		cfg.RetryMax = DefaultRetryMax
+	if cfg.ControlToken != "" {
+		if err := checkControlToken(cfg.ControlToken); err != nil {
+			return nil, err
+		}
+	}
+	for _, d := range []struct {
+		field *time.Duration
+		def   time.Duration
+	}{
+		{&cfg.RetryBase, DefaultRetryBase}, {&cfg.RetryMax, DefaultRetryMax},
+		{&cfg.PollInterval, DefaultPollInterval}, {&cfg.DeliveryTimeout, DefaultDeliveryTimeout},
+		{&cfg.ReadHeaderTimeout, DefaultReadHeaderTimeout}, {&cfg.ReadTimeout, DefaultReadTimeout},
+		{&cfg.IdleTimeout, DefaultIdleTimeout},
+	} {
+		if *d.field <= 0 {
+			*d.field = d.def
+		}
 	}
 	if cfg.RetryMax < cfg.RetryBase {
 		cfg.RetryMax = cfg.RetryBase
 	}
 	if cfg.MaxAttempts <= 0 {
 		cfg.MaxAttempts = DefaultMaxAttempts
-	}
-	if cfg.PollInterval <= 0 {
-		cfg.PollInterval = DefaultPollInterval
-	}
-	if cfg.DeliveryTimeout <= 0 {
-		cfg.DeliveryTimeout = DefaultDeliveryTimeout
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
 	}
 	return &Gateway{
 		db:     cfg.DB,
@@ -129,36 +153,10 @@ func New(cfg Config) (*Gateway, error) {
 		// connection silently; a plain client with a timeout is what real providers use.
 		httpClient: &http.Client{Timeout: cfg.DeliveryTimeout},
 		faults:     newFaultDice(),
+		sessionKey: newSessionKey(cfg.ControlToken),
 		wake:       make(chan struct{}, 1),
 		closing:    make(chan struct{}),
 	}, nil
-}
-
-// OpenDB opens the gateway's database and applies its migrations: PostgreSQL when databaseURL
-// is set, otherwise the SQLite file DBFileName under dataDir. It returns an error if the
-// database cannot be reached or migrated.
-func OpenDB(ctx context.Context, databaseURL, dataDir string) (*gorm.DB, error) {
-	db, err := models.Open(ctx, databaseURL, dataDir, DBFileName)
-	if err != nil {
-		return nil, fmt.Errorf("open gateway database: %w", err)
-	}
-	if err := Migrate(ctx, db); err != nil {
-		models.Close(db)
-		return nil, err
-	}
-	return db, nil
-}
-
-// Migrate applies the gateway's migrations (migrations/gateway) to db.
-func Migrate(ctx context.Context, db *gorm.DB) error {
-	sqlDB, err := db.DB()
-	if err != nil {
-		return fmt.Errorf("migrate gateway: %w", err)
-	}
-	if err := migrations.Apply(ctx, sqlDB, models.Dialect(db), migrations.Gateway); err != nil {
-		return fmt.Errorf("migrate gateway: %w", err)
-	}
-	return nil
 }
 
 // Start runs the webhook sender until ctx ends or Close is called. It resumes every delivery

@@ -9,7 +9,9 @@ import (
 )
 
 // Handler returns the gateway's HTTP handler: the provider API under /v1, the control API
-// under /_control and the page at /. Mount it at the root of its own listener.
+// under /_control and the page at / (both behind Config.ControlToken when set), and /healthz.
+// A cross-origin browser request that changes something is refused with 403 everywhere.
+// Mount it at the root of its own listener.
 func (g *Gateway) Handler() http.Handler {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
@@ -23,18 +25,35 @@ func (g *Gateway) Handler() http.Handler {
 	v1.POST("/charges/:id/refunds", g.refundCharge).Name = "charges.refund"
 	v1.POST("/payment_methods", g.createPaymentMethod).Name = "payment_methods.create"
 
-	ctl := e.Group("/_control")
+	ctl := e.Group("/_control", g.requireControl)
 	ctl.GET("/ledger", g.ledger).Name = "control.ledger"
 	ctl.GET("/faults", g.listFaults).Name = "control.faults.list"
 	ctl.POST("/faults", g.postFault).Name = "control.faults.arm"
 	ctl.DELETE("/faults", g.deleteFaults).Name = "control.faults.disarm"
 	// HTML forms cannot send DELETE; the page posts here instead.
 	ctl.POST("/faults/disarm", g.deleteFaults).Name = "control.faults.disarm_form"
+	ctl.DELETE("/faults/:id", g.deleteFault).Name = "control.fault.disarm"
+	ctl.POST("/faults/:id/disarm", g.deleteFault).Name = "control.fault.disarm_form"
 	ctl.GET("/deliveries", g.listDeliveries).Name = "control.deliveries"
 	ctl.POST("/events/:id/resend", g.postResend).Name = "control.events.resend"
 
-	e.GET("/", g.page).Name = "page"
-	return e
+	e.GET("/", g.page, g.requirePage).Name = "page"
+	e.GET("/healthz", g.healthz).Name = "healthz"
+	return refuseCrossOrigin(e)
+}
+
+// healthz answers 200 {"status":"ok"} while the gateway's database answers, and 503
+// otherwise. It needs no token, so a container's health check can call it.
+func (g *Gateway) healthz(c echo.Context) error {
+	sqlDB, err := g.db.DB()
+	if err == nil {
+		err = sqlDB.PingContext(c.Request().Context())
+	}
+	if err != nil {
+		g.log.WarnContext(c.Request().Context(), "health check: database does not answer", "err", err)
+		return &apiError{Status: http.StatusServiceUnavailable, Code: "database_unavailable", Message: "the gateway's database does not answer"}
+	}
+	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
 }
 
 // logRequests logs one line per request: method, route, status and duration. It logs no

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,7 +16,6 @@ import (
 	"gorm.io/gorm"
 
 	"checkoutlab/fakegateway"
-	"checkoutlab/models"
 	"checkoutlab/models/modelstest"
 	"checkoutlab/payments"
 )
@@ -56,7 +56,7 @@ func (s store) mustOpen(tb testing.TB) *gorm.DB {
 	if err != nil {
 		tb.Fatalf("open gateway db: %v", err)
 	}
-	tb.Cleanup(func() { models.Close(db) })
+	tb.Cleanup(func() { _ = fakegateway.CloseDB(db) })
 	return db
 }
 
@@ -153,16 +153,25 @@ func (r *receiver) waitForN(tb testing.TB, n int) []received {
 
 // testGateway is a real gateway on a real listener with a real sender.
 type testGateway struct {
-	gw    *fakegateway.Gateway
-	srv   *httptest.Server
-	db    *gorm.DB
-	store store
-	hooks *receiver
+	gw      *fakegateway.Gateway
+	srv     *httptest.Server
+	db      *gorm.DB
+	store   store
+	hooks   *receiver
+	token   string   // Config.ControlToken; do sends it to /_control unless told otherwise
+	browser *browser // an operator with the page open, for the page's forms
 }
+
+// testControlToken guards the control API of every test gateway unless openControl is given,
+// so the tests exercise the gateway as cmd/fakegateway runs it.
+const testControlToken = "test-control-token-0123456789"
 
 type gwOption func(*fakegateway.Config)
 
 func noSender(c *fakegateway.Config) { c.WebhookURL = "" }
+
+// openControl runs the gateway without a control token, as the shop's in-process gateway may.
+func openControl(c *fakegateway.Config) { c.ControlToken = "" }
 
 // mustGateway starts a gateway on a fresh database of dialect (or on s when given).
 func mustGateway(tb testing.TB, dialect string, opts ...gwOption) *testGateway {
@@ -181,6 +190,7 @@ func mustGatewayOn(tb testing.TB, s store, hooks *receiver, opts ...gwOption) *t
 		RetryMax:     50 * time.Millisecond,
 		MaxAttempts:  10,
 		PollInterval: 10 * time.Millisecond,
+		ControlToken: testControlToken,
 	}
 	for _, o := range opts {
 		o(&cfg)
@@ -200,7 +210,9 @@ func mustGatewayOn(tb testing.TB, s store, hooks *receiver, opts ...gwOption) *t
 		srv.CloseClientConnections()
 		srv.Close()
 	})
-	return &testGateway{gw: gw, srv: srv, db: db, store: s, hooks: hooks}
+	g := &testGateway{gw: gw, srv: srv, db: db, store: s, hooks: hooks, token: cfg.ControlToken}
+	g.browser = newBrowser(tb, g)
+	return g
 }
 
 // response is a finished HTTP exchange.
@@ -231,7 +243,9 @@ func (r response) errorCode(tb testing.TB) string {
 }
 
 // do sends one request on a fresh connection with no automatic retry, so a fault is seen as
-// it happened. It returns the transport error instead of failing, for fault tests.
+// it happened. It returns the transport error instead of failing, for fault tests. A request
+// to /_control carries the gateway's control token unless header sets Authorization (to ""
+// for none).
 func (g *testGateway) do(method, path string, body any, header map[string]string, timeout time.Duration) (response, error) {
 	var rd io.Reader
 	switch b := body.(type) {
@@ -248,7 +262,14 @@ func (g *testGateway) do(method, path string, body any, header map[string]string
 	}
 	req.GetBody = nil // no transparent resend by net/http
 	req.Header.Set("Content-Type", "application/json")
+	if strings.HasPrefix(path, "/_control") && g.token != "" {
+		req.Header.Set("Authorization", "Bearer "+g.token)
+	}
 	for k, v := range header {
+		if k == "Authorization" && v == "" {
+			req.Header.Del(k)
+			continue
+		}
 		req.Header.Set(k, v)
 	}
 	client := &http.Client{Timeout: timeout, Transport: &http.Transport{DisableKeepAlives: true}}

@@ -6,8 +6,6 @@ import (
 	"net/http"
 
 	"github.com/labstack/echo/v4"
-
-	"checkoutlab/models"
 )
 
 // PaymentMethodRequest is the body of POST /v1/payment_methods.
@@ -28,7 +26,7 @@ func (g *Gateway) createPaymentMethod(c echo.Context) error {
 		return err
 	}
 	ctx := context.WithoutCancel(c.Request().Context())
-	pm := paymentMethodRow{ID: models.NewID("pm"), Last4: cd.last4, Brand: cd.brand, Behaviour: cd.behaviour, CreatedAt: g.now()}
+	pm := paymentMethodRow{ID: newID("pm"), Last4: cd.last4, Brand: cd.brand, Behaviour: cd.behaviour, CreatedAt: g.now()}
 	if err := g.db.WithContext(ctx).Create(&pm).Error; err != nil {
 		return fmt.Errorf("create payment method: %w", err)
 	}

@@ -64,6 +64,7 @@ type faultRow struct {
 	Copies      int
 	Code        string
 	CreatedAt   time.Time
+	DisarmedAt  *time.Time // set when disarmed; the row stays for the page's history
 }
 
 func (faultRow) TableName() string { return "gw_faults" }
@@ -113,7 +114,7 @@ const (
 	statusRefunded  = "refunded"
 )
 
-// Charge is the JSON shape of a charge, as in contract section 4.
+// Charge is the JSON shape of a charge, as docs/api.md ("The fake gateway") describes it.
 type Charge struct {
 	ID             string            `json:"id"`
 	Object         string            `json:"object"`
@@ -158,7 +159,7 @@ func (r paymentMethodRow) view() PaymentMethod {
 	return PaymentMethod{ID: r.ID, Object: "payment_method", Last4: r.Last4, Brand: r.Brand}
 }
 
-// Event is the JSON body of a webhook, as Standard Webhooks and contract section 4 describe.
+// Event is the JSON body of a webhook, in the Standard Webhooks manner docs/api.md describes.
 type Event struct {
 	ID      string    `json:"id"`
 	Type    string    `json:"type"`

@@ -1,10 +1,14 @@
 package fakegateway_test
 
 import (
+	"context"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"checkoutlab/fakegateway"
 )
 
 func TestSchemaFilesMatchAcrossDialects(t *testing.T) {
@@ -66,4 +70,36 @@ func TestSchemaConstraints(t *testing.T) {
 			})
 		}
 	})
+}
+
+// The gateway migrates itself, into a version table of its own. Databases made by earlier
+// versions of this program recorded their gateway migrations in gateway_schema_migrations, so
+// that name must not change: a new binary would otherwise replay version 1 over existing
+// tables and fail to start.
+func TestMigrationsKeepTheirVersionTable(t *testing.T) {
+	forEachDialect(t, func(t *testing.T, dialect string) {
+		s := mustStore(t, dialect)
+		db := s.mustOpen(t)
+		var applied int64
+		if err := db.Raw(`SELECT count(*) FROM gateway_schema_migrations WHERE version_id = 1 AND is_applied`).Scan(&applied).Error; err != nil {
+			t.Fatal(err)
+		}
+		if applied != 1 {
+			t.Errorf("got %d applied rows for version 1, want 1", applied)
+		}
+		if err := fakegateway.Migrate(context.Background(), db); err != nil {
+			t.Errorf("second Migrate: got %v, want nil (nothing to apply)", err)
+		}
+		s.mustOpen(t) // opening again migrates again: a restart
+	})
+}
+
+func TestOpenDBRefusesAnotherDatabase(t *testing.T) {
+	_, err := fakegateway.OpenDB(context.Background(), "mysql://user:secret@db/gw", t.TempDir())
+	if err == nil {
+		t.Fatal("got nil, want an error for a mysql:// URL")
+	}
+	if strings.Contains(err.Error(), "secret") {
+		t.Errorf("error %q repeats the URL's password", err)
+	}
 }

@@ -18,12 +18,18 @@ import (
 // in its own process on its own listener.
 func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	// No write timeout: the delay and timeout faults hold responses back on purpose.
-	srv := &http.Server{Handler: g.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{
+		Handler:           g.Handler(),
+		ReadHeaderTimeout: g.cfg.ReadHeaderTimeout,
+		ReadTimeout:       g.cfg.ReadTimeout,
+		IdleTimeout:       g.cfg.IdleTimeout,
+	}
 	senderDone := make(chan struct{})
 	go func() { defer close(senderDone); g.Start(ctx) }()
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
-	g.log.Info("fakegateway serving", "addr", ln.Addr().String(), "webhook_url", g.cfg.WebhookURL)
+	g.log.Info("fakegateway serving", "addr", ln.Addr().String(), "webhook_url", g.cfg.WebhookURL,
+		"control_token", g.cfg.ControlToken != "")
 
 	var err error
 	select {

@@ -13,8 +13,6 @@ import (
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	"gorm.io/gorm"
-
-	"checkoutlab/models"
 )
 
 // Delivery statuses.
@@ -30,6 +28,7 @@ type deliveryPlan struct {
 	copies  int
 	reverse bool
 	delay   time.Duration
+	struck  []*faultRow // the faults that made it so, for the page's history
 }
 
 // deliveryPlan takes the webhook faults that apply to a new charge: armed ones, and the test
@@ -40,23 +39,28 @@ func (g *Gateway) deliveryPlan(ctx context.Context, tx *gorm.DB, behaviour strin
 	switch behaviour {
 	case faultWebhookDuplicate:
 		plan.copies = 3
+		plan.struck = append(plan.struck, cardFault(behaviour))
 	case faultWebhookReorder:
 		plan.reverse = true
+		plan.struck = append(plan.struck, cardFault(behaviour))
 	}
 	if f, err := g.takeFault(ctx, tx, faultWebhookDuplicate); err != nil {
 		return plan, err
 	} else if f != nil {
 		plan.copies = f.Copies
+		plan.struck = append(plan.struck, f)
 	}
 	if f, err := g.takeFault(ctx, tx, faultWebhookReorder); err != nil {
 		return plan, err
 	} else if f != nil {
 		plan.reverse = true
+		plan.struck = append(plan.struck, f)
 	}
 	if f, err := g.takeFault(ctx, tx, faultWebhookDelay); err != nil {
 		return plan, err
 	} else if f != nil {
 		plan.delay = time.Duration(f.DelayMS) * time.Millisecond
+		plan.struck = append(plan.struck, f)
 	}
 	return plan, nil
 }
@@ -71,7 +75,7 @@ func (g *Gateway) enqueueEvents(tx *gorm.DB, ch chargeRow, types []string, plan 
 		if typ == "charge.pending" {
 			snapshot.Status, snapshot.FailureCode = statusPending, ""
 		}
-		ev := Event{ID: models.NewID("evt"), Type: typ, Created: now.Unix(), Data: EventData{Charge: snapshot}}
+		ev := Event{ID: newID("evt"), Type: typ, Created: now.Unix(), Data: EventData{Charge: snapshot}}
 		payload, err := json.Marshal(ev)
 		if err != nil {
 			return fmt.Errorf("encode event: %w", err)
@@ -195,6 +199,9 @@ func (g *Gateway) attempt(ctx context.Context, d deliveryRow, ev eventRow) error
 	}
 	if f != nil {
 		sendErr = errors.New("webhook_fail fault: the attempt failed before reaching the receiver")
+		if err := g.recordHits(ctx, g.db, ev.ChargeID, "", f); err != nil {
+			return err
+		}
 	} else {
 		status, sendErr = g.send(ctx, ev)
 	}

@@ -141,15 +141,9 @@ var testCards = []pages.TestCard{
 	{Number: "4000000000000788", Effect: "Webhooks arrive out of order"},
 }
 
-type country struct{ Code, Name string }
-
-// countries are the shipping destinations offered, as ISO 3166-1 alpha-2 codes.
-var countries = []country{
-	{"AU", "Australia"}, {"AT", "Austria"}, {"BE", "Belgium"}, {"CA", "Canada"}, {"DK", "Denmark"},
-	{"FR", "France"}, {"DE", "Germany"}, {"IE", "Ireland"}, {"IT", "Italy"}, {"JP", "Japan"},
-	{"NL", "Netherlands"}, {"ES", "Spain"}, {"SE", "Sweden"}, {"CH", "Switzerland"},
-	{"GB", "United Kingdom"}, {"US", "United States"},
-}
+// countries are the shipping destinations offered, as ISO 3166-1 alpha-2 codes; receipts name
+// them from the same list.
+var countries = components.Countries
 
 var countryNames = func() map[string]string {
 	m := make(map[string]string, len(countries))

@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -38,7 +39,7 @@ func (s *Storefront) order(c echo.Context) error {
 		ShipMethod: shippingLabel(o.ShippingMethod),
 		Total:      components.Money(o.Amount, o.Currency),
 		AddressLines: []string{o.ShippingName, o.ShippingAddress,
-			strings.TrimSpace(o.ShippingPostalCode + " " + o.ShippingCity), countryName(o.ShippingCountry)},
+			strings.TrimSpace(o.ShippingPostalCode + " " + o.ShippingCity), components.CountryName(o.ShippingCountry)},
 		ShopURL: lay.StorePath, OrdersURL: pathFor(c, routeOrders, t.ID),
 	}
 	for _, l := range o.Lines {
@@ -113,10 +114,16 @@ func (s *Storefront) orders(c echo.Context) error {
 	for _, o := range os {
 		status, class := orderStatus(o.Status)
 		items := 0
+		names := make([]string, 0, len(o.Lines))
 		for _, l := range o.Lines {
 			items += l.Quantity
+			name := l.Name
+			if l.Quantity > 1 {
+				name += " × " + strconv.Itoa(l.Quantity)
+			}
+			names = append(names, name)
 		}
-		vm.Orders = append(vm.Orders, pages.OrderSummary{ID: o.ID, URL: pathFor(c, routeOrder, o.ID),
+		vm.Orders = append(vm.Orders, pages.OrderSummary{ID: o.ID, URL: pathFor(c, routeOrder, o.ID), Summary: strings.Join(names, ", "),
 			Placed: o.CreatedAt.UTC().Format("2 Jan 2006, 15:04"), Items: items,
 			Total: components.Money(o.Amount, o.Currency), Status: status, StatusClass: class})
 	}
@@ -151,13 +158,6 @@ func paymentStatus(p models.Payment) string {
 	default:
 		return "Processing: outcome not known yet"
 	}
-}
-
-func countryName(code string) string {
-	if n, ok := countryNames[code]; ok {
-		return n
-	}
-	return code
 }
 
 // shippingPrice writes a zero shipping cost as "Free", as the checkout form does.

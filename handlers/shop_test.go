@@ -166,8 +166,10 @@ func TestStorefrontCheckout(t *testing.T) {
 			if n := form.Find(`select[name=country] option[value="DE"]`).Length(); n != 1 {
 				t.Errorf("got %d DE options, want 1", n)
 			}
-			if !strings.Contains(text(form.Find(".test-cards")), "4000000000000119") {
-				t.Errorf("got no test card table listing 4000000000000119, want one")
+			// Listed in groups of four, as printed on a card; "Use" fills in the digits.
+			if !strings.Contains(text(form.Find(`[data-testid="test-cards"]`)), "4000 0000 0000 0119") ||
+				form.Find(`[data-testid="test-cards"] [data-card="4000000000000119"]`).Length() != 1 {
+				t.Errorf("got no test card list with 4000 0000 0000 0119 and its Use button, want one")
 			}
 		})
 		t.Run("MissingFieldsRerenderWithErrors", func(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
 )
 
 // DemoTenant describes one demo merchant and its catalogue.
@@ -68,11 +69,7 @@ func SeedIfEmpty(ctx context.Context, db *gorm.DB, tenants []DemoTenant) (bool, 
 			if err := tx.Create(&t).Error; err != nil {
 				return fmt.Errorf("seed tenant %s: %w", dt.ID, err)
 			}
-			products := make([]Product, len(dt.Products))
-			for i, p := range dt.Products {
-				p.TenantID = dt.ID
-				products[i] = p
-			}
+			products := dt.catalogue()
 			if err := tx.Create(&products).Error; err != nil {
 				return fmt.Errorf("seed products of %s: %w", dt.ID, err)
 			}
@@ -81,4 +78,56 @@ func SeedIfEmpty(ctx context.Context, db *gorm.DB, tenants []DemoTenant) (bool, 
 		return nil
 	})
 	return seeded, err
+}
+
+// catalogue returns the tenant's demo products, each marked with the tenant.
+func (dt DemoTenant) catalogue() []Product {
+	products := make([]Product, len(dt.Products))
+	for i, p := range dt.Products {
+		p.TenantID = dt.ID
+		products[i] = p
+	}
+	return products
+}
+
+// ResetDemo puts the demo catalogue back as SeedIfEmpty wrote it, in one transaction, while
+// the shop keeps running: every demo product gets its name, description, image, price and
+// stock back (a product that was removed is inserted again), and a missing demo tenant is
+// created. It reports how many products it restored.
+//
+// Everything else is left as it is, on purpose: orders, payments, carts, idempotency keys,
+// the journal and the mailbox are the history of what the room tried, and the gateway's
+// ledger (another database) still matches them, so reconciliation stays clean. An existing
+// tenant keeps its API key; products that are not part of the demo are not touched.
+func ResetDemo(ctx context.Context, db *gorm.DB, tenants []DemoTenant) (int, error) {
+	restored := 0
+	err := db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		for _, dt := range tenants {
+			if dt.APIKey == "" {
+				return fmt.Errorf("reset demo: tenant %s has no API key", dt.ID)
+			}
+			t := Tenant{ID: dt.ID, Name: dt.Name, APIKeyHash: HashAPIKey(dt.APIKey)}
+			if err := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&t).Error; err != nil {
+				return fmt.Errorf("reset demo tenant %s: %w", dt.ID, err)
+			}
+			products := dt.catalogue()
+			if len(products) == 0 {
+				continue
+			}
+			// One upsert per tenant: the same statement on PostgreSQL and SQLite.
+			res := tx.Clauses(clause.OnConflict{
+				Columns:   []clause.Column{{Name: "tenant_id"}, {Name: "sku"}},
+				DoUpdates: clause.AssignmentColumns([]string{"name", "description", "image", "amount", "currency", "stock"}),
+			}).Create(&products)
+			if res.Error != nil {
+				return fmt.Errorf("reset demo products of %s: %w", dt.ID, res.Error)
+			}
+			restored += len(products)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return restored, nil
 }

@@ -9,6 +9,7 @@ import (
 	"gorm.io/gorm"
 
 	"checkoutlab/models"
+	"checkoutlab/web/components"
 )
 
 // ReceiptArgs is the job that e-mails the receipt of a paid order.
@@ -96,14 +97,16 @@ func recordDelivery(ctx context.Context, j Journal, o *models.Order, kind string
 	record(j, ctx, models.JournalEvent{TenantID: o.TenantID, OrderID: o.ID, Actor: models.ActorOutbox, Kind: kind, Detail: detail})
 }
 
+// receiptBody is the e-mail a customer reads: money and the country written as the shop's
+// pages write them ("$268.00", "United Kingdom"), with the same formatting functions.
 func receiptBody(o *models.Order) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Hello %s,\n\nthank you for your order %s. We received your payment of %d %s (minor units).\n\n",
-		o.ShippingName, o.ID, o.Amount, o.Currency)
+	fmt.Fprintf(&b, "Hello %s,\n\nthank you for your order %s. We received your payment of %s.\n\n",
+		o.ShippingName, o.ID, components.Money(o.Amount, o.Currency))
 	for _, l := range o.Lines {
 		fmt.Fprintf(&b, "  %d × %s\n", l.Quantity, l.Name)
 	}
-	fmt.Fprintf(&b, "\nIt ships (%s) to %s, %s %s, %s.\n", o.ShippingMethod, o.ShippingAddress, o.ShippingPostalCode, o.ShippingCity, o.ShippingCountry)
+	fmt.Fprintf(&b, "\nIt ships (%s) to %s, %s %s, %s.\n", o.ShippingMethod, o.ShippingAddress, o.ShippingPostalCode, o.ShippingCity, components.CountryName(o.ShippingCountry))
 	return b.String()
 }
 

@@ -10,6 +10,11 @@
 //	SHOP_PUBLIC_URL  where webhooks go (+ /webhooks/gateway), default http:// + SHOP_ADDR
 //	SHOP_ADDR        default 127.0.0.1:8080, only used for the default above
 //	WEBHOOK_SECRET   Standard Webhooks secret, default fakegateway.DemoWebhookSecret
+//	GATEWAY_CONTROL_TOKEN  guards /_control/* (Authorization: Bearer <token>) and the page
+//	                 (open /?token=<token> once in a browser); default
+//	                 fakegateway.DemoControlToken, with a loud warning in the log
+//
+// The provider API (/v1) and /healthz need no token.
 package main
 
 import (

@@ -11,7 +11,6 @@ import (
 	"strings"
 
 	"checkoutlab/fakegateway"
-	"checkoutlab/models"
 )
 
 // config is everything the command reads from its environment and flags.
@@ -21,10 +20,12 @@ type config struct {
 	DatabaseURL   string
 	WebhookURL    string
 	WebhookSecret string
+	ControlToken  string
 }
 
-// loadConfig reads flags and environment, applies the defaults of contract section 1 and
-// fails fast on a value that cannot work.
+// loadConfig reads flags and environment, applies the defaults documented in main.go and
+// fails fast on a value that cannot work. The control token has no flag: a flag's value is
+// visible to every user of the machine in the process list.
 func loadConfig(args []string, getenv func(string) string, stdout io.Writer) (config, error) {
 	env := func(name, def string) string {
 		if v := strings.TrimSpace(getenv(name)); v != "" {
@@ -35,6 +36,7 @@ func loadConfig(args []string, getenv func(string) string, stdout io.Writer) (co
 	cfg := config{
 		DatabaseURL:   env("DATABASE_URL", ""),
 		WebhookSecret: env("WEBHOOK_SECRET", fakegateway.DemoWebhookSecret),
+		ControlToken:  env("GATEWAY_CONTROL_TOKEN", fakegateway.DemoControlToken),
 	}
 	fs := flag.NewFlagSet("fakegateway", flag.ContinueOnError)
 	fs.SetOutput(stdout)
@@ -70,21 +72,42 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
-	defer models.Close(db)
+	defer func() { _ = fakegateway.CloseDB(db) }()
 	gw, err := fakegateway.New(fakegateway.Config{
 		DB: db, WebhookURL: cfg.WebhookURL, WebhookSecret: cfg.WebhookSecret, Logger: log,
+		ControlToken: cfg.ControlToken,
 	})
 	if err != nil {
-		return err
+		return fmt.Errorf("start gateway: %w", err)
 	}
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
 	}
-	fmt.Fprintf(stdout, "fakegateway listening on http://%s\n", ln.Addr())
+	base := "http://" + ln.Addr().String()
+	fmt.Fprintf(stdout, "fakegateway listening on %s\n", base)
 	log.Info("fakegateway started", "addr", ln.Addr().String(), "database", databaseKind(cfg.DatabaseURL),
-		"demo_secret", cfg.WebhookSecret == fakegateway.DemoWebhookSecret)
+		"demo_secret", cfg.WebhookSecret == fakegateway.DemoWebhookSecret,
+		"demo_control_token", cfg.ControlToken == fakegateway.DemoControlToken)
+	warnDemoSecrets(log, cfg, base)
 	return gw.Serve(ctx, ln)
+}
+
+// warnDemoSecrets says loudly when a public demo value guards this gateway, and how to open
+// its page. The login link carries the token only while it is the public demo value; a token
+// of the operator's own never reaches the log.
+func warnDemoSecrets(log *slog.Logger, cfg config, base string) {
+	if cfg.ControlToken == fakegateway.DemoControlToken {
+		log.Warn("DEMO CONTROL TOKEN IN USE: GATEWAY_CONTROL_TOKEN is the public demo value, so anyone who can reach "+
+			"this gateway can arm faults and refund charges. Set GATEWAY_CONTROL_TOKEN to a secret of your own "+
+			"anywhere but your own machine.", "page", base+"/?token="+cfg.ControlToken)
+	} else {
+		log.Info("gateway page: open it with /?token=<GATEWAY_CONTROL_TOKEN>", "page", base+"/")
+	}
+	if cfg.WebhookSecret == fakegateway.DemoWebhookSecret {
+		log.Warn("DEMO WEBHOOK SECRET IN USE: WEBHOOK_SECRET is the public demo value, so anyone can sign webhooks " +
+			"the shop will believe. Set WEBHOOK_SECRET (the same in the shop) anywhere but your own machine.")
+	}
 }
 
 func databaseKind(url string) string {

@@ -5,12 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/http/cookiejar"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"checkoutlab/fakegateway"
 	"checkoutlab/models/modelstest"
 )
 
@@ -36,6 +38,13 @@ func (b *syncBuffer) String() string {
 // waits for a clean exit.
 func startRun(t *testing.T, env map[string]string) (string, func()) {
 	t.Helper()
+	base, _, stop := startRunOutput(t, env)
+	return base, stop
+}
+
+// startRunOutput is startRun that also returns the command's output.
+func startRunOutput(t *testing.T, env map[string]string) (string, *syncBuffer, func()) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	out := &syncBuffer{}
 	done := make(chan error, 1)
@@ -50,7 +59,7 @@ func startRun(t *testing.T, env map[string]string) (string, func()) {
 						t.Errorf("run returned %v, want nil after a clean shutdown", err)
 					}
 				}
-				return base, stop
+				return base, out, stop
 			}
 		}
 		select {
@@ -114,7 +123,9 @@ func TestRunServesAndSurvivesRestart(t *testing.T) {
 
 			base, stop = startRun(t, env)
 			defer stop()
-			resp, err = http.Get(base + "/_control/ledger")
+			ledgerReq, _ := http.NewRequest(http.MethodGet, base+"/_control/ledger", nil)
+			ledgerReq.Header.Set("Authorization", "Bearer "+fakegateway.DemoControlToken)
+			resp, err = http.DefaultClient.Do(ledgerReq)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -130,7 +141,9 @@ func TestRunServesAndSurvivesRestart(t *testing.T) {
 			if len(ledger.Charges) != 1 || ledger.Charges[0].IdempotencyKey != "run-1" {
 				t.Errorf("ledger after restart: got %+v, want the one charge", ledger.Charges)
 			}
-			page, err := http.Get(base + "/")
+			jar, _ := cookiejar.New(nil)
+			browser := &http.Client{Jar: jar}                                          // follows the login's redirect with its cookie
+			page, err := browser.Get(base + "/?token=" + fakegateway.DemoControlToken) // the logged login link
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -149,8 +162,17 @@ func TestLoadConfig(t *testing.T) {
 			t.Fatal(err)
 		}
 		if cfg.Addr != "127.0.0.1:8081" || cfg.DataDir != "./data" || cfg.DatabaseURL != "" ||
-			cfg.WebhookURL != "http://127.0.0.1:8080/webhooks/gateway" || cfg.WebhookSecret != "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw" {
+			cfg.WebhookURL != "http://127.0.0.1:8080/webhooks/gateway" || cfg.WebhookSecret != "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw" ||
+			cfg.ControlToken != fakegateway.DemoControlToken {
 			t.Errorf("got %+v", cfg)
+		}
+	})
+	t.Run("ControlToken", func(t *testing.T) {
+		cfg, _ := loadConfig(nil, func(k string) string {
+			return map[string]string{"GATEWAY_CONTROL_TOKEN": " my-own-control-token-42 "}[k]
+		}, &bytes.Buffer{})
+		if cfg.ControlToken != "my-own-control-token-42" {
+			t.Errorf("got %q, want my-own-control-token-42", cfg.ControlToken)
 		}
 	})
 	t.Run("ShopAddr", func(t *testing.T) {
@@ -180,6 +202,7 @@ func TestLoadConfig(t *testing.T) {
 	for name, env := range map[string]map[string]string{
 		"ErrDatabaseURL": {"DATABASE_URL": "mysql://x", "GATEWAY_ADDR": "127.0.0.1:0"},
 		"ErrSecret":      {"WEBHOOK_SECRET": "not base64!", "GATEWAY_ADDR": "127.0.0.1:0"},
+		"ErrShortToken":  {"GATEWAY_CONTROL_TOKEN": "letmein", "GATEWAY_ADDR": "127.0.0.1:0"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			env["DATA_DIR"] = t.TempDir()
@@ -188,4 +211,62 @@ func TestLoadConfig(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The standalone gateway always guards its control API: with no GATEWAY_CONTROL_TOKEN it uses
+// the demo value and says so loudly; with a token of the operator's own it enforces that one
+// and never writes it to the log.
+func TestRunControlToken(t *testing.T) {
+	get := func(t *testing.T, url, token string) int {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, url, nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	t.Run("DemoTokenWarns", func(t *testing.T) {
+		base, out, stop := startRunOutput(t, map[string]string{"GATEWAY_ADDR": "127.0.0.1:0", "DATA_DIR": t.TempDir()})
+		defer stop()
+		if got := get(t, base+"/_control/faults", ""); got != http.StatusUnauthorized {
+			t.Errorf("without a token: got %d, want 401", got)
+		}
+		if got := get(t, base+"/_control/faults", fakegateway.DemoControlToken); got != http.StatusOK {
+			t.Errorf("with the demo token: got %d, want 200", got)
+		}
+		log := out.String()
+		if !strings.Contains(log, "level=WARN") || !strings.Contains(log, "DEMO CONTROL TOKEN IN USE") {
+			t.Errorf("no warning about the demo control token in:\n%s", log)
+		}
+		if !strings.Contains(log, base+"/?token="+fakegateway.DemoControlToken) {
+			t.Errorf("no login link in:\n%s", log)
+		}
+		if !strings.Contains(log, "DEMO WEBHOOK SECRET IN USE") {
+			t.Errorf("no warning about the demo webhook secret in:\n%s", log)
+		}
+	})
+	t.Run("OwnTokenEnforcedNotLogged", func(t *testing.T) {
+		const token = "operators-own-token-5f2d9a"
+		base, out, stop := startRunOutput(t, map[string]string{"GATEWAY_ADDR": "127.0.0.1:0", "DATA_DIR": t.TempDir(),
+			"GATEWAY_CONTROL_TOKEN": token, "WEBHOOK_SECRET": "whsec_" + "c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0"})
+		defer stop()
+		if got := get(t, base+"/_control/faults", fakegateway.DemoControlToken); got != http.StatusUnauthorized {
+			t.Errorf("with the demo token: got %d, want 401", got)
+		}
+		if got := get(t, base+"/_control/faults", token); got != http.StatusOK {
+			t.Errorf("with the own token: got %d, want 200", got)
+		}
+		if got := get(t, base+"/healthz", ""); got != http.StatusOK {
+			t.Errorf("healthz: got %d, want 200", got)
+		}
+		log := out.String()
+		if strings.Contains(log, token) || strings.Contains(log, "DEMO") {
+			t.Errorf("the log shows the token or a demo warning:\n%s", log)
+		}
+	})
 }

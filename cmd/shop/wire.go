@@ -93,6 +93,10 @@ func mountRoutes(e *echo.Echo, cfg stack.Config, db *gorm.DB, registry *promethe
 	(&handlers.ReconciliationAPI{Reconciler: reconciler}).Routes(api)
 	(&handlers.OpsPages{Mailbox: effects, Reconciler: reconciler, Tenants: tenants}).Routes(e)
 	(&handlers.LabPages{Runner: cfg.Lab, GatewayURL: cfg.GatewayURL}).Routes(e)
+	(&handlers.DemoTools{GatewayURL: cfg.GatewayURL, Reset: func(ctx context.Context) error {
+		_, err := models.ResetDemo(ctx, db, models.DemoTenants(cfg.APIKeys))
+		return err
+	}}).Routes(e)
 	return &stack.Background{Jobs: jobs, Completer: completer, Journal: journal}, nil
 }
 

@@ -14,8 +14,11 @@
 //    retries with exponential backoff and jitter on network errors, timeouts, 5xx and
 //    409 "request in progress" — ALWAYS with the same key. The server answers a retry with
 //    the stored answer of the first attempt, or resumes it: it never charges twice.
-// 3. Honest states in the status line, and no second "Pay" button while the outcome is unknown.
+// 3. Honest states in the status line and on the button (a spinner, what is happening), the
+//    fields locked, and no second "Pay" button while the outcome is unknown.
 // 4. A naive-client switch for the failure lab (?naive=1): a new key on every retry — the bug.
+// 5. Slow motion for a demo (a checkbox that demo.js shows): each retry waits a few seconds, so
+//    a room can watch the "still confirming" state that normally lasts a fraction of a second.
 (function () {
   "use strict";
 
@@ -35,6 +38,8 @@
 
   var PLACING = isCheckout ? "Placing your order…" : "Sending your payment…";
   var STILL_CONFIRMING = "Still confirming with the payment provider — please keep this page open; you will not be charged twice.";
+  var BUTTON_PLACING = isCheckout ? "Placing your order…" : "Sending your payment…";
+  var BUTTON_CONFIRMING = "Confirming with the provider…";
   var NAIVE_BANNER = "Naive client: a new idempotency key on every retry (lab mode)";
 
   // ---- The key -------------------------------------------------------------------------------
@@ -122,17 +127,26 @@
     form.insertBefore(banner, form.firstChild);
   }
 
+  // ---- Slow motion (demos) ----------------------------------------------------------------------
+  // The checkbox carries its wait in data-wait-ms. It only makes this browser wait longer
+  // before retrying: the shop and the gateway behave exactly as without it.
+  var slowMotion = document.getElementById("slow-motion");
+  function slowMotionWait() {
+    return slowMotion && slowMotion.checked ? Number(slowMotion.dataset.waitMs) || 0 : 0;
+  }
+
   // ---- One attempt -------------------------------------------------------------------------------
 
-  // attempt POSTs the form once under key and resolves to {status, body, retryAfter} — or to
-  // {error} when no answer came (network error, or our own timeout). It never rejects.
-  function attempt(key) {
+  // attempt POSTs the form's fields (taken once, when the customer clicked) under key and
+  // resolves to {status, body, retryAfter} — or to {error} when no answer came (network error,
+  // or our own timeout). It never rejects.
+  function attempt(fields, key) {
     var abort = new AbortController();
     var timer = setTimeout(function () { abort.abort(); }, CLIENT_TIMEOUT_MS);
-    form.elements.idempotency_key.value = key; // the same key in the body, for readers of logs
+    fields.set("idempotency_key", key); // the same key in the body, for readers of logs
     return fetch(form.action, {
       method: "POST",
-      body: new URLSearchParams(new FormData(form)),
+      body: new URLSearchParams(fields),
       headers: {
         "Idempotency-Key": key,
         "Accept": "application/json",
@@ -164,24 +178,47 @@
   function backoff(n, retryAfterSeconds) {
     var ceiling = Math.min(MAX_BACKOFF_MS, FIRST_BACKOFF_MS * Math.pow(2, n - 1));
     var wait = ceiling / 2 + Math.random() * (ceiling / 2);
-    return Math.max(wait, retryAfterSeconds * 1000);
+    return Math.max(wait, retryAfterSeconds * 1000, slowMotionWait());
   }
   function sleep(ms) { return new Promise(function (resolve) { setTimeout(resolve, ms); }); }
 
   // ---- The submission ------------------------------------------------------------------------------
 
   var busy = false;
+  var buttonLabel = ""; // "Place order · $24.00" as it was when clicked, put back by unlock
 
   function say(text) { status.textContent = text; }
+
+  // sayOnButton shows a spinner and what is happening on the (disabled) button.
+  function sayOnButton(text) {
+    var spinner = document.createElement("span");
+    spinner.className = "spinner";
+    spinner.setAttribute("aria-hidden", "true");
+    button.replaceChildren(spinner, document.createTextNode(text));
+  }
+
+  // The customer's fields are locked while the outcome is unknown: what is being paid for
+  // must not change under the key. (Disabled fields are left out of FormData, which is why
+  // place() takes the fields before it locks them.)
+  function setFieldsDisabled(disabled) {
+    Array.prototype.forEach.call(form.elements, function (el) {
+      if (el !== button && el.type !== "hidden") el.disabled = disabled;
+    });
+  }
   function lock() {
     busy = true;
     button.disabled = true;
     button.setAttribute("aria-busy", "true");
+    buttonLabel = button.innerHTML;
+    sayOnButton(BUTTON_PLACING);
+    setFieldsDisabled(true);
   }
   function unlock() {
     busy = false;
     button.disabled = false;
     button.removeAttribute("aria-busy");
+    if (buttonLabel) button.innerHTML = buttonLabel;
+    setFieldsDisabled(false);
   }
   function orderPage(id) { location.assign("/orders/" + encodeURIComponent(id)); }
 
@@ -190,21 +227,28 @@
   // placed from this cart in another tab) as a page.
   function plainSubmit(key) {
     form.elements.idempotency_key.value = key;
+    setFieldsDisabled(false); // a disabled field would not be sent
     HTMLFormElement.prototype.submit.call(form);
   }
 
+  function stillConfirming() {
+    say(STILL_CONFIRMING);
+    sayOnButton(BUTTON_CONFIRMING);
+  }
+
   function place() {
+    var key = naive ? newKey() : keyForThisSubmit();
+    var fields = new FormData(form); // what the customer clicked on; every retry sends the same
     lock();
     say(PLACING);
-    var key = naive ? newKey() : keyForThisSubmit();
     form.dataset.idempotencyKey = key; // visible to tests and to curious readers in DevTools
-    var slow = setTimeout(function () { say(STILL_CONFIRMING); }, SLOW_AFTER_MS);
+    var slow = setTimeout(stillConfirming, SLOW_AFTER_MS);
 
     function loop(n) {
-      return attempt(key).then(function (a) {
+      return attempt(fields, key).then(function (a) {
         if (a.redirect) { location.assign(a.redirect); return; }
         if (retryable(a)) {
-          say(STILL_CONFIRMING); // the outcome is unknown: say so, and never offer to pay again
+          stillConfirming(); // the outcome is unknown: say so, and never offer to pay again
           if (n >= MAX_ATTEMPTS) {
             // Keep waiting on a page that checks by itself; the key stays stored for a reload.
             location.assign(isCheckout ? form.action + "/pending?key=" + encodeURIComponent(key) : location.pathname);
@@ -261,4 +305,9 @@
   window.addEventListener("pageshow", function (event) {
     if (event.persisted && !busy) { unlock(); say(""); }
   });
+
+  // After a submit the server refused (a field to correct), the page comes back with an error
+  // summary at the top: move the focus there, so it is read first and Tab continues from it.
+  var summary = document.getElementById("checkout-error");
+  if (summary) summary.focus();
 })();

@@ -32,3 +32,19 @@ func TestMoney(t *testing.T) {
 		})
 	}
 }
+
+func TestCountryName(t *testing.T) {
+	for code, want := range map[string]string{"GB": "United Kingdom", "us": "United States", "DE": "Germany", "ZZ": "ZZ"} {
+		if got := components.CountryName(code); got != want {
+			t.Errorf("CountryName(%q): got %q, want %q", code, got, want)
+		}
+	}
+}
+
+func TestCardDigits(t *testing.T) {
+	for number, want := range map[string]string{"4242424242424242": "4242 4242 4242 4242", "4000000000009995": "4000 0000 0000 9995", "123456": "1234 56", "": ""} {
+		if got := components.CardDigits(number); got != want {
+			t.Errorf("CardDigits(%q): got %q, want %q", number, got, want)
+		}
+	}
+}

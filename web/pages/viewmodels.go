@@ -166,6 +166,7 @@ type JournalRow struct {
 type OrderSummary struct {
 	ID          string
 	URL         string
+	Summary     string // what was bought, e.g. "Rain Shell Jacket, Trail Pack 30L × 2"
 	Placed      string
 	Items       int
 	Total       string

@@ -6,8 +6,9 @@ import (
 	"log/slog"
 	"net"
 
+	"gorm.io/gorm"
+
 	"checkoutlab/fakegateway"
-	"checkoutlab/models"
 )
 
 // Gateway is the fake payment gateway running in this process, on its own listener and its
@@ -34,19 +35,19 @@ func StartGateway(ctx context.Context, cfg Config, logger *slog.Logger) (*Gatewa
 		Logger:        logger,
 	})
 	if err != nil {
-		models.Close(db)
+		closeDB(db, logger)
 		return nil, err
 	}
 	ln, err := net.Listen("tcp", cfg.GatewayAddr)
 	if err != nil {
-		models.Close(db)
+		closeDB(db, logger)
 		return nil, fmt.Errorf("listen on GATEWAY_ADDR %s: %w", cfg.GatewayAddr, err)
 	}
 	serveCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	g := &Gateway{url: "http://" + ln.Addr().String(), cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(g.done)
-		defer models.Close(db)
+		defer closeDB(db, logger)
 		if err := gw.Serve(serveCtx, ln); err != nil {
 			logger.Error("fake gateway stopped", "err", err)
 		}
@@ -61,4 +62,10 @@ func (g *Gateway) URL() string { return g.url }
 func (g *Gateway) Close() {
 	g.cancel()
 	<-g.done
+}
+
+func closeDB(db *gorm.DB, logger *slog.Logger) {
+	if err := fakegateway.CloseDB(db); err != nil {
+		logger.Warn("close the gateway's database", "err", err)
+	}
 }
