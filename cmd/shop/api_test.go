@@ -14,6 +14,7 @@ import (
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
+	"checkoutlab/cmd/shop/internal/labrun"
 	"checkoutlab/models"
 	"checkoutlab/models/modelstest"
 )
@@ -109,7 +110,7 @@ func TestPaymentsAPI(t *testing.T) {
 			t.Run("NoCardNumberAtRest", func(t *testing.T) {
 				// Every table the shop writes, read as text: no card number the tests used
 				// may appear anywhere — not in keys, payments, events or queued jobs.
-				db := mustShopDB(t, st.Env)
+				db := st.DB
 				cards := []string{"4242424242424242", "5555555555554444", "4000000000000002", "4000000000000119"}
 				rowsSeen := 0
 				for _, table := range []string{"idempotency_keys", "payments", "orders", "webhook_events", "mailbox_messages", "river_job"} {
@@ -146,7 +147,7 @@ func TestWebhookEndpoint(t *testing.T) {
 	for _, dialect := range modelstest.Dialects {
 		t.Run(dialect, func(t *testing.T) {
 			st := MustStartShop(t, dialect, fastEnv)
-			db := mustShopDB(t, st.Env)
+			db := st.DB
 			// An order whose payment is pending: the gateway's answer was lost and nobody retries
 			// within this test (the webhook sender of the in-process gateway is also live, so use
 			// a charge id of our own making).
@@ -236,7 +237,7 @@ func TestConcurrentPaymentsOfOneOrder(t *testing.T) {
 				}
 				body, _ := json.Marshal(map[string]any{"order_id": orderID, "amount": 2800, "currency": "USD", "card_number": "4242424242424242"})
 				var wg sync.WaitGroup
-				answers := make(chan Answer, 12)
+				answers := make(chan labrun.Answer, 12)
 				for i := 0; i < 12; i++ {
 					wg.Add(1)
 					go func() {

@@ -163,7 +163,7 @@ func (p *Page) url(path string) string { return p.St.Shop + path }
 func sel(testid string) chromedp.CSS { return chromedp.CSS(`[data-testid="` + testid + `"]`) }
 
 // AddToCartAndCheckout browses the acme store, adds one sku, opens the cart and goes to
-// checkout, through the contract's hooks.
+// checkout, through the pages' data-testid hooks.
 func (p *Page) AddToCartAndCheckout(sku string) {
 	p.tb.Helper()
 	card := `[data-testid="product-card"][data-sku="` + sku + `"] `
@@ -184,7 +184,7 @@ func (p *Page) AddToCartAndCheckout(sku string) {
 	)
 }
 
-// Fill fills the checkout form's contract fields, with card.
+// Fill fills the checkout form's fields, with card.
 func (p *Page) Fill(card string) {
 	p.tb.Helper()
 	field := func(name string) chromedp.CSS { return chromedp.CSS(`#checkout-form [name="` + name + `"]`) }

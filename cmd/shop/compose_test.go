@@ -56,7 +56,7 @@ func TestComposeFile(t *testing.T) {
 			t.Errorf("shop sets %s, which the shop never reads", k)
 		}
 	}
-	// The variables of the contract that the gateway process reads.
+	// The variables the gateway process reads (cmd/fakegateway).
 	gatewayVars := []string{"GATEWAY_ADDR", "DATABASE_URL", "DATA_DIR", "SHOP_PUBLIC_URL", "WEBHOOK_SECRET"}
 	for k := range gw.Environment {
 		if !slices.Contains(gatewayVars, k) {

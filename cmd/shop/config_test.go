@@ -7,8 +7,6 @@ import (
 	"time"
 )
 
-func envOf(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
-
 func TestLoadConfig(t *testing.T) {
 	t.Run("OKDefaults", func(t *testing.T) {
 		cfg, err := loadConfig(nil, envOf(nil), io.Discard)
@@ -20,7 +18,7 @@ func TestLoadConfig(t *testing.T) {
 			cfg.IdempotencyLease != 30*time.Second || cfg.IdempotencyRetention != 24*time.Hour ||
 			cfg.JournalRetention != 30*24*time.Hour || cfg.JobRescueAfter != time.Minute ||
 			cfg.WebhookSecret != demoWebhookSecret || cfg.APIKeys["acme"] != "sk_test_acme" {
-			t.Errorf("got %+v, want the contract's defaults", cfg)
+			t.Errorf("got %+v, want the README's defaults", cfg)
 		}
 	})
 	t.Run("OKFlagWinsOverEnv", func(t *testing.T) {

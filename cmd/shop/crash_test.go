@@ -6,33 +6,29 @@ import (
 	"testing"
 	"time"
 
+	"checkoutlab/cmd/shop/internal/labrun"
 	"checkoutlab/models"
 	"checkoutlab/models/modelstest"
 	"checkoutlab/payments"
 )
 
-// drillStack is a fake gateway process and the environment of the shop processes that use it.
-type drillStack struct {
-	gateway string
-	shopEnv map[string]string
-	shopURL string
-	shopBin string
-}
-
-func mustDrillStack(tb testing.TB, dialect string) drillStack {
+// mustCrashStack starts the lab's crash stack for a drill: the fake gateway in this process,
+// the real shop program as a child process on a listener the test keeps, dying at crashAt
+// ("" for never). It stops when the test ends; the shop's output is logged on failure.
+func mustCrashStack(tb testing.TB, dialect, crashAt string) *labrun.CrashStack {
 	tb.Helper()
-	shopBin, gatewayBin := mustBinaries(tb)
-	shopAddr, gatewayAddr := freeAddr(tb), freeAddr(tb)
-	MustStartProcess(tb, "fakegateway", gatewayBin, map[string]string{
-		"GATEWAY_ADDR": gatewayAddr, "DATA_DIR": tb.TempDir(), "DATABASE_URL": "",
-		"SHOP_PUBLIC_URL": "http://" + shopAddr,
-	}, "http://"+gatewayAddr+"/_control/faults")
-	env := withEnv(fastEnv, map[string]string{
-		"SHOP_ADDR": shopAddr, "GATEWAY_URL": "http://" + gatewayAddr,
-		"DATA_DIR": tb.TempDir(), "DATABASE_URL": modelstest.MustDatabaseURL(tb, dialect),
-		"IDEMPOTENCY_LEASE": "1s", "LOG_LEVEL": "warn",
+	st, err := testLab(tb, modelstest.MustDatabaseURL(tb, dialect)).StartCrashStack(context.Background(), "", crashAt,
+		withEnv(fastEnv, map[string]string{"IDEMPOTENCY_LEASE": "1s"}))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		if tb.Failed() {
+			tb.Logf("--- output of the shop:\n%s", st.Shop.Output())
+		}
+		st.Close()
 	})
-	return drillStack{gateway: "http://" + gatewayAddr, shopEnv: env, shopURL: "http://" + shopAddr, shopBin: shopBin}
+	return st
 }
 
 // TestCrashDrills kills the real shop process (SIGKILL, from itself) at each crash point in the
@@ -45,26 +41,27 @@ func TestCrashDrills(t *testing.T) {
 			for _, point := range payments.CrashPoints {
 				for _, recovery := range []string{"Retry", "CompleterAlone"} {
 					t.Run(point+"/"+recovery, func(t *testing.T) {
-						st := mustDrillStack(t, dialect)
-						crashing := MustStartProcess(t, "shop (crashing)", st.shopBin,
-							withEnv(st.shopEnv, map[string]string{"SHOP_CRASH_AT": point}), st.shopURL+"/healthz")
-						a := post(st.shopURL, "/api/v1/checkout", "drill", checkoutBody("4242424242424242"))
+						st := mustCrashStack(t, dialect, point)
+						shop, gateway := st.Shop.URL(), st.Gateway.URL()
+						a := post(shop, "/api/v1/checkout", "drill", checkoutBody("4242424242424242"))
 						if a.Err == nil {
 							t.Fatalf("got an answer (%d %s) from a shop that should have died at %s", a.Status, a.Raw, point)
 						}
-						crashing.MustBeKilled(t)
-
-						MustStartProcess(t, "shop (restarted)", st.shopBin, st.shopEnv, st.shopURL+"/healthz")
-						db := mustShopDB(t, st.shopEnv)
+						// Killed by SIGKILL at the crash point, then started again on the same
+						// address and database.
+						if _, err := st.Restart(context.Background()); err != nil {
+							t.Fatal(err)
+						}
+						db := st.DB
 						keys := models.NewIdempotencyStore(db)
 
 						if recovery == "Retry" {
-							final, _ := retryUntilFinal(t, st.shopURL, "/api/v1/checkout", "drill", checkoutBody("4242424242424242"), 40)
+							final, _ := retryUntilFinal(t, shop, "/api/v1/checkout", "drill", checkoutBody("4242424242424242"), 40)
 							if final.Status != http.StatusCreated {
 								t.Fatalf("retry after the crash: got %d %s, want 201", final.Status, final.Raw)
 							}
-							orderID := orderIDOf(final)
-							if got := succeededCharges(t, st.gateway, orderID); got != 1 {
+							orderID := final.OrderID()
+							if got := succeededCharges(t, gateway, orderID); got != 1 {
 								t.Errorf("succeeded charges: got %d, want 1", got)
 							}
 						} else {
@@ -82,7 +79,7 @@ func TestCrashDrills(t *testing.T) {
 						// charged, and exactly one charge in the ledger per paid order.
 						var orders []models.Order
 						db.Where("tenant_id = ?", "acme").Find(&orders)
-						charges := mustLedger(t, st.gateway)
+						charges := mustLedger(t, gateway)
 						paid := 0
 						for _, o := range orders {
 							n := 0
@@ -117,14 +114,15 @@ func TestCrashDrills(t *testing.T) {
 // only after the shop's client timeout (the lost response): whichever process holds the key
 // next resumes the operation, asks the gateway, and never charges twice.
 func TestTwoShopProcesses(t *testing.T) {
-	st := mustDrillStack(t, models.Postgres)
-	second := withEnv(st.shopEnv, map[string]string{"SHOP_ADDR": freeAddr(t)})
-	MustStartProcess(t, "shop A", st.shopBin, st.shopEnv, st.shopURL+"/healthz")
-	MustStartProcess(t, "shop B", st.shopBin, second, "http://"+second["SHOP_ADDR"]+"/healthz")
-	shops := []string{st.shopURL, "http://" + second["SHOP_ADDR"]}
+	st := mustCrashStack(t, models.Postgres, "")
+	second, err := st.StartShop(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	shops := []string{st.Shop.URL(), second.URL()}
 
 	body := checkoutBody("4000000000000259") // commit_then_delay: charged, answered too late
-	var final Answer
+	var final labrun.Answer
 	for i := 0; i < 40; i++ {
 		final = post(shops[i%2], "/api/v1/checkout", "two-shops", body)
 		if final.Err == nil && final.Status == http.StatusCreated {
@@ -135,7 +133,7 @@ func TestTwoShopProcesses(t *testing.T) {
 	if final.Status != http.StatusCreated {
 		t.Fatalf("got %d %s, want 201 within 40 alternating attempts", final.Status, final.Raw)
 	}
-	if got := succeededCharges(t, st.gateway, orderIDOf(final)); got != 1 {
+	if got := succeededCharges(t, st.Gateway.URL(), final.OrderID()); got != 1 {
 		t.Errorf("succeeded charges: got %d, want 1", got)
 	}
 	for _, shop := range shops {

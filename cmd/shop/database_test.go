@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"checkoutlab/cmd/shop/internal/labrun"
 	"checkoutlab/models"
 	"checkoutlab/models/modelstest"
 )
@@ -54,13 +55,13 @@ func TestDatabaseGoesAway(t *testing.T) {
 		if final.Status != http.StatusCreated {
 			t.Fatalf("after the database came back: got %d %s, want 201", final.Status, final.Raw)
 		}
-		if got := succeededCharges(t, st.Gateway, orderIDOf(final)); got != 1 {
+		if got := succeededCharges(t, st.Gateway, final.OrderID()); got != 1 {
 			t.Errorf("succeeded charges: got %d, want 1", got)
 		}
 	})
 	t.Run("DuringTheCharge", func(t *testing.T) {
 		armFault(t, st.Gateway, map[string]any{"fault": "latency", "delay_ms": 800})
-		answer := make(chan Answer, 1)
+		answer := make(chan labrun.Answer, 1)
 		go func() { answer <- post(st.Shop, "/api/v1/checkout", "db-away-mid", checkoutBody("4242424242424242")) }()
 		time.Sleep(400 * time.Millisecond) // the order is committed; the gateway is charging
 		away()
@@ -73,7 +74,7 @@ func TestDatabaseGoesAway(t *testing.T) {
 		if final.Status != http.StatusCreated {
 			t.Fatalf("after the database came back: got %d %s, want 201", final.Status, final.Raw)
 		}
-		if got := succeededCharges(t, st.Gateway, orderIDOf(final)); got != 1 {
+		if got := succeededCharges(t, st.Gateway, final.OrderID()); got != 1 {
 			t.Errorf("succeeded charges: got %d, want 1", got)
 		}
 	})

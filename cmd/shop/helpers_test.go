@@ -1,19 +1,26 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/PuerkitoBio/goquery"
 	"gorm.io/gorm"
 
+	"checkoutlab/cmd/shop/internal/labrun"
+	"checkoutlab/cmd/shop/internal/stack"
 	"checkoutlab/models"
+	"checkoutlab/models/modelstest"
+	"checkoutlab/payments/lab"
 )
 
 // fastEnv is the environment of a shop under test: short timeouts so failures resolve in a
@@ -25,69 +32,111 @@ var fastEnv = map[string]string{
 }
 
 func withEnv(base map[string]string, extra map[string]string) map[string]string {
-	out := map[string]string{}
-	for k, v := range base {
-		out[k] = v
-	}
-	for k, v := range extra {
-		out[k] = v
-	}
+	out := maps.Clone(base)
+	maps.Copy(out, extra)
 	return out
 }
 
+func envOf(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+// Stack is a running shop and the gateway it talks to.
+type Stack struct {
+	Shop    string // base URL of the shop
+	Gateway string // base URL of the in-process fake gateway
+	Env     map[string]string
+	DB      *gorm.DB // the shop's database
+}
+
+// MustStartShop starts the real shop — the configuration and wiring of `serve` — in this
+// process, on free ports, with the given extra environment, and returns its URLs. The stack
+// stops (and must stop cleanly) when the test ends.
+func MustStartShop(tb testing.TB, dialect string, extra map[string]string) Stack {
+	tb.Helper()
+	env := withEnv(map[string]string{
+		"SHOP_ADDR":    "127.0.0.1:0",
+		"GATEWAY_ADDR": "127.0.0.1:0",
+		"DATA_DIR":     tb.TempDir(),
+		"DATABASE_URL": modelstest.MustDatabaseURL(tb, dialect),
+		"LOG_LEVEL":    "warn",
+	}, extra)
+	cfg, err := loadConfig(nil, envOf(env), io.Discard)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cfg.Lab = testLab(tb, "")
+	st, err := stack.Start(context.Background(), cfg, mountRoutes)
+	if err != nil {
+		tb.Fatalf("start the shop: %v", err)
+	}
+	tb.Cleanup(func() {
+		if err := st.Close(); err != nil {
+			tb.Errorf("close the shop: got %v, want a clean shutdown", err)
+		}
+	})
+	return Stack{Shop: st.URL(), Gateway: st.GatewayURL(), Env: env, DB: st.DB()}
+}
+
+var (
+	buildOnce sync.Once
+	binDir    string
+	buildErr  error
+)
+
+// mustShopBinary builds cmd/shop once per test run and returns its path: the program the
+// lab's crash scenarios run as their child shop.
+func mustShopBinary(tb testing.TB) string {
+	tb.Helper()
+	buildOnce.Do(func() {
+		if binDir, buildErr = os.MkdirTemp("", "checkoutlab-bin-"); buildErr != nil {
+			return
+		}
+		if out, err := exec.Command("go", "build", "-o", binDir, "checkoutlab/cmd/shop").CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build checkoutlab/cmd/shop: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		tb.Fatal(buildErr)
+	}
+	return filepath.Join(binDir, "shop")
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+// testLab is the failure lab as `shop lab` builds it, on databaseURL ("" for a fresh SQLite
+// database per run), with the built shop as its crash scenarios' child.
+func testLab(tb testing.TB, databaseURL string) *labrun.Runner {
+	r := labRunner(mustShopBinary(tb))
+	r.DatabaseURL = databaseURL
+	return r
+}
+
+// httpClient is the tests' client for the shop's API and the gateway's control API.
+var httpClient = &http.Client{Timeout: 30 * time.Second}
+
 // checkoutBody is a valid one-step checkout of two camp mugs with card.
 func checkoutBody(card string) []byte {
-	b, _ := json.Marshal(map[string]any{
-		"items": []map[string]any{{"sku": "camp-mug", "quantity": 2}},
-		"email": "ada@example.com",
-		"shipping_address": map[string]string{"name": "Ada Lovelace", "address": "1 Analytical Way",
-			"city": "London", "postal_code": "N1 9GU", "country": "GB"},
-		"card_number": card,
-	})
-	return b
+	return labrun.CheckoutBody(lab.Checkout{Card: card}, "ada@example.com")
 }
 
-// Answer is an HTTP answer, decoded.
-type Answer struct {
-	Status   int
-	Body     map[string]any
-	Raw      []byte
-	Replayed bool
-	Err      error // transport error (no answer)
-}
-
-// MustPost sends a JSON POST with the acme API key and an idempotency key.
-func post(base, path, key string, body []byte) Answer {
-	req, _ := http.NewRequest(http.MethodPost, base+path, bytes.NewReader(body))
-	req.Header.Set("Authorization", "Bearer sk_test_acme")
-	req.Header.Set("Content-Type", "application/json")
-	if key != "" {
-		req.Header.Set("Idempotency-Key", key)
-	}
-	client := &http.Client{Timeout: 30 * time.Second}
-	res, err := client.Do(req)
-	if err != nil {
-		return Answer{Err: err}
-	}
-	defer res.Body.Close()
-	raw, _ := io.ReadAll(res.Body)
-	a := Answer{Status: res.StatusCode, Raw: raw, Replayed: res.Header.Get("Idempotent-Replayed") == "true"}
-	_ = json.Unmarshal(raw, &a.Body)
-	return a
+// post sends a JSON POST with the acme API key and an idempotency key ("" for none).
+func post(base, path, key string, body []byte) labrun.Answer {
+	return labrun.Post(context.Background(), httpClient, base+path, "sk_test_acme", key, body)
 }
 
 // retryUntilFinal retries a POST with the SAME key, as a careful client does, until it gets a
-// final answer (2xx or 4xx other than 409), or gives up after attempts.
-func retryUntilFinal(tb testing.TB, base, path, key string, body []byte, attempts int) (Answer, int) {
+// final answer (labrun.Answer.Final), or gives up after attempts.
+func retryUntilFinal(tb testing.TB, base, path, key string, body []byte, attempts int) (labrun.Answer, int) {
 	tb.Helper()
-	var a Answer
+	var a labrun.Answer
 	for i := 1; i <= attempts; i++ {
-		a = post(base, path, key, body)
-		if a.Err == nil && a.Status < 500 && a.Status != http.StatusConflict {
+		if a = post(base, path, key, body); a.Final() {
 			return a, i
-		}
-		if a.Err == nil && a.Status == http.StatusConflict && a.Body["error"] != "idempotency_request_in_progress" && a.Body["error"] != "idempotency_lease_lost" {
-			return a, i // a business conflict (out of stock, already paid) is final
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
@@ -95,26 +144,13 @@ func retryUntilFinal(tb testing.TB, base, path, key string, body []byte, attempt
 	return a, attempts
 }
 
-// Charge is a gateway ledger entry, as much as the tests need.
-type Charge struct {
-	ID       string            `json:"id"`
-	Status   string            `json:"status"`
-	Amount   int64             `json:"amount"`
-	Metadata map[string]string `json:"metadata"`
-}
-
-func mustLedger(tb testing.TB, gateway string) []Charge {
+func mustLedger(tb testing.TB, gateway string) []labrun.Charge {
 	tb.Helper()
-	res, err := http.Get(gateway + "/_control/ledger")
+	charges, err := labrun.Ledger(context.Background(), httpClient, gateway)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	defer res.Body.Close()
-	var l struct{ Charges []Charge }
-	if err := json.NewDecoder(res.Body).Decode(&l); err != nil {
-		tb.Fatal(err)
-	}
-	return l.Charges
+	return charges
 }
 
 // succeededCharges counts the order's succeeded charges in the gateway ledger: money that moved.
@@ -132,15 +168,8 @@ func succeededCharges(tb testing.TB, gateway, orderID string) int {
 // armFault arms a gateway fault through its control API.
 func armFault(tb testing.TB, gateway string, fault map[string]any) {
 	tb.Helper()
-	b, _ := json.Marshal(fault)
-	res, err := http.Post(gateway+"/_control/faults", "application/json", bytes.NewReader(b))
-	if err != nil {
+	if err := labrun.ArmFault(context.Background(), httpClient, gateway, fault); err != nil {
 		tb.Fatal(err)
-	}
-	body, _ := io.ReadAll(res.Body)
-	res.Body.Close()
-	if res.StatusCode >= 300 {
-		tb.Fatalf("arm %v: %d %s", fault, res.StatusCode, body)
 	}
 }
 
@@ -156,17 +185,6 @@ func eventually(tb testing.TB, timeout time.Duration, what string, cond func() b
 	}
 }
 
-// mustShopDB opens the shop's database beside the running shop, to check what it holds.
-func mustShopDB(tb testing.TB, env map[string]string) *gorm.DB {
-	tb.Helper()
-	db, err := models.Open(context.Background(), env["DATABASE_URL"], env["DATA_DIR"], "shop.db")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { models.Close(db) })
-	return db
-}
-
 // effectsOf counts the receipts and shipments of an order.
 func effectsOf(tb testing.TB, db *gorm.DB, orderID string) (receipts, shipments int) {
 	tb.Helper()
@@ -176,18 +194,6 @@ func effectsOf(tb testing.TB, db *gorm.DB, orderID string) (receipts, shipments 
 	}
 	return r[orderID], s[orderID]
 }
-
-func orderIDOf(a Answer) string {
-	if o, ok := a.Body["order"].(map[string]any); ok {
-		return fmt.Sprint(o["id"])
-	}
-	if id, ok := a.Body["order_id"].(string); ok {
-		return id
-	}
-	return ""
-}
-
-func jsonDecode(r io.Reader, v any) error { return json.NewDecoder(r).Decode(v) }
 
 // mustPage fetches an HTML page that must answer 200.
 func mustPage(tb testing.TB, url string) *goquery.Document {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -18,7 +19,7 @@ func TestJournal(t *testing.T) {
 	for _, dialect := range modelstest.Dialects {
 		t.Run(dialect, func(t *testing.T) {
 			st := MustStartShop(t, dialect, fastEnv)
-			journal := models.NewJournalStore(mustShopDB(t, st.Env), nil)
+			journal := models.NewJournalStore(st.DB, nil)
 			ctx := context.Background()
 
 			t.Run("LostResponseThenRetry", func(t *testing.T) {
@@ -31,7 +32,7 @@ func TestJournal(t *testing.T) {
 					t.Fatalf("first attempt: got %d %s, want 502", first.Status, first.Raw)
 				}
 				a, _ := retryUntilFinal(t, st.Shop, "/api/v1/checkout", "journal-lost", body, 30)
-				orderID := orderIDOf(a)
+				orderID := a.OrderID()
 				if a.Status != http.StatusCreated || orderID == "" {
 					t.Fatalf("retry: got %d %s, want 201 with the order", a.Status, a.Raw)
 				}
@@ -76,7 +77,7 @@ func TestJournal(t *testing.T) {
 
 			t.Run("DuplicateWebhook", func(t *testing.T) {
 				a, _ := retryUntilFinal(t, st.Shop, "/api/v1/checkout", "journal-dup", checkoutBody("4000000000000770"), 30)
-				orderID := orderIDOf(a)
+				orderID := a.OrderID()
 				if a.Status != http.StatusCreated || orderID == "" {
 					t.Fatalf("got %d %s, want 201 with the order", a.Status, a.Raw)
 				}
@@ -132,10 +133,5 @@ func mustInOrder(tb testing.TB, lines []string, prefixes ...string) {
 }
 
 func matchesAny(line string, prefixes []string) bool {
-	for _, p := range prefixes {
-		if strings.HasPrefix(line, p) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(prefixes, func(p string) bool { return strings.HasPrefix(line, p) })
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"checkoutlab/cmd/shop/internal/labrun"
 	"checkoutlab/models"
 	"checkoutlab/models/modelstest"
 	"checkoutlab/payments/lab"
@@ -18,9 +19,9 @@ import (
 
 // TestLab runs every scenario of the failure lab both ways, on each database: with every
 // protection on, every invariant must hold; with the scenario's protection off, its invariant
-// must break (or, for a boundary scenario, still hold). Each run is a fresh stack started
-// through start(), the wiring `go run ./cmd/shop` uses, or, for a crash scenario, a child
-// process that really dies. The two databases run side by side; the runs of one database run
+// must break (or, for a boundary scenario, still hold). Each run is a fresh stack with the
+// configuration and wiring `go run ./cmd/shop` uses, in this process or, for a crash
+// scenario, with the shop as a child process that really dies. The two databases run side by side; the runs of one database run
 // one after the other, since most of a run is waiting (leases, webhook delays).
 func TestLab(t *testing.T) {
 	for _, dialect := range []string{models.SQLite, models.Postgres} {
@@ -29,8 +30,7 @@ func TestLab(t *testing.T) {
 			for _, s := range lab.Scenarios {
 				for _, mode := range []lab.Mode{lab.Protected, lab.Unprotected} {
 					t.Run(s.Name+"/"+string(mode), func(t *testing.T) {
-						url := modelstest.MustDatabaseURL(t, dialect)
-						r := runScenario(context.Background(), s, mode, url, io.Discard)
+						r := testLab(t, modelstest.MustDatabaseURL(t, dialect)).RunScenario(context.Background(), s, mode)
 						if !r.OK {
 							t.Errorf("got verdict %q, want ok; invariants %+v", r.Verdict, r.Checks)
 						}
@@ -45,92 +45,23 @@ func TestLab(t *testing.T) {
 }
 
 // TestProductionHasEveryProtection: no variable or flag of `serve` turns a protection off;
-// only the lab's own `lab shop --off` does.
+// only the lab's own `lab shop --off` does, and it refuses a switch that does not exist.
 func TestProductionHasEveryProtection(t *testing.T) {
 	env := map[string]string{"PROTECTIONS": "off", "LAB_SWITCH": "server_idempotency", "OFF": "server_idempotency"}
 	cfg, err := loadConfig(nil, func(k string) string { return env[k] }, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.protections.Off != "" {
-		t.Errorf("got protection %q off, want every protection on", cfg.protections.Off)
+	if cfg.Protections.Off != "" {
+		t.Errorf("got protection %q off, want every protection on", cfg.Protections.Off)
 	}
 	for _, flag := range []string{"--off", "--protection-off", "--lab-switch"} {
 		if _, err := loadConfig([]string{flag, "server_idempotency"}, func(string) string { return "" }, io.Discard); err == nil {
 			t.Errorf("serve accepted %s, want no flag that turns a protection off", flag)
 		}
 	}
-	if err := runLabShop(context.Background(), []string{"--off", "no_such_switch"}, io.Discard); err == nil {
+	if err := run(context.Background(), []string{"lab", "shop", "--off", "no_such_switch"}, envOf(nil), io.Discard); err == nil {
 		t.Errorf("lab shop accepted an unknown switch, want an error")
-	}
-}
-
-// TestChecksDirections: the harm invariants break only on too much (a second paid order, a
-// second receipt); work that went missing breaks purchases_complete instead, which no
-// scenario's switch names, so it can never pass as a reproduced bug.
-func TestChecksDirections(t *testing.T) {
-	s, _ := lab.Find("crash_before_response") // breaks paid_orders without server idempotency
-	paid := func(id string, receipts int) labOrder {
-		return labOrder{ID: id, Status: models.OrderPaid, Receipts: receipts}
-	}
-	broken := func(checks []lab.Check) []string {
-		var names []string
-		for _, c := range checks {
-			if !c.Holds {
-				names = append(names, c.Invariant)
-			}
-		}
-		return names
-	}
-	for _, c := range []struct {
-		name       string
-		orders     []labOrder
-		wantBroken string
-		reproduces bool
-	}{
-		{"AsMeant", []labOrder{paid("o1", 1)}, "", false},
-		{"PaidTwice", []labOrder{paid("o1", 1), paid("o2", 1)}, lab.PaidOrders, true},
-		{"NothingPaid", []labOrder{{ID: "o1", Status: models.OrderPendingPayment}}, lab.PurchasesComplete, false},
-		{"ReceiptMissing", []labOrder{paid("o1", 0)}, lab.PurchasesComplete, false},
-		{"ReceiptTwice", []labOrder{paid("o1", 2)}, lab.ReceiptsPerPaidOrder, false},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			checks := checksOf(s, c.orders, nil, nil)
-			if got := strings.Join(broken(checks), ","); got != c.wantBroken {
-				t.Errorf("got broken %q, want %q; checks %+v", got, c.wantBroken, checks)
-			}
-			r := lab.Result{Mode: lab.Unprotected, Checks: checks}
-			lab.Judge(s, &r)
-			if r.OK != c.reproduces {
-				t.Errorf("unprotected verdict %q (ok=%v), want ok=%v", r.Verdict, r.OK, c.reproduces)
-			}
-		})
-	}
-}
-
-// TestJudge: a verdict is ok only when the run proves what the scenario claims.
-func TestJudge(t *testing.T) {
-	s, _ := lab.Find("double_click")
-	broken := []lab.Check{{Invariant: lab.OrdersPerKey, Holds: false}}
-	held := []lab.Check{{Invariant: lab.OrdersPerKey, Holds: true}}
-	for _, c := range []struct {
-		name   string
-		mode   lab.Mode
-		checks []lab.Check
-		want   bool
-	}{
-		{"ProtectedHolds", lab.Protected, held, true},
-		{"ProtectedBreaks", lab.Protected, broken, false},
-		{"UnprotectedReproduces", lab.Unprotected, broken, true},
-		{"UnprotectedDoesNotReproduce", lab.Unprotected, held, false},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			r := lab.Result{Mode: c.mode, Checks: c.checks}
-			lab.Judge(s, &r)
-			if r.OK != c.want {
-				t.Errorf("got ok=%v (%s), want %v", r.OK, r.Verdict, c.want)
-			}
-		})
 	}
 }
 
@@ -150,22 +81,15 @@ func TestLabAgainstRunningShop(t *testing.T) {
 				return
 			case <-time.After(300 * time.Millisecond):
 			}
-			body := labCheckoutBody(lab.Checkout{}, "someone@example.com")
-			req, _ := http.NewRequest(http.MethodPost, st.Shop+"/api/v1/checkout", bytes.NewReader(body))
-			req.Header.Set("Authorization", "Bearer sk_test_acme")
-			req.Header.Set("Content-Type", "application/json")
-			req.Header.Set("Idempotency-Key", fmt.Sprintf("another-customer-%d", i))
-			if res, err := http.DefaultClient.Do(req); err == nil {
-				res.Body.Close()
-				if res.StatusCode == http.StatusCreated {
-					n++
-				}
+			body := labrun.CheckoutBody(lab.Checkout{}, "someone@example.com")
+			if a := post(st.Shop, "/api/v1/checkout", fmt.Sprintf("another-customer-%d", i), body); a.Status == http.StatusCreated {
+				n++
 			}
 		}
 	}()
 	var out bytes.Buffer
-	err := runLab(context.Background(), []string{"run", "--json", "--shop", st.Shop, "--gateway", st.Gateway,
-		"lost_response", "webhook_before_response", "crash_before_response", "retry_after_retention"}, &out)
+	err := run(context.Background(), []string{"lab", "run", "--json", "--shop", st.Shop, "--gateway", st.Gateway,
+		"lost_response", "webhook_before_response", "crash_before_response", "retry_after_retention"}, envOf(nil), &out)
 	close(stop)
 	if n := <-others; n == 0 {
 		t.Errorf("no other customer's checkout went through during the runs, want some to show they are not counted")
@@ -211,7 +135,7 @@ func TestLabRunBadInput(t *testing.T) {
 		{[]string{"walk"}, "usage: shop lab"},
 	} {
 		var out bytes.Buffer
-		err := runLab(context.Background(), c.args, &out)
+		err := run(context.Background(), append([]string{"lab"}, c.args...), envOf(nil), &out)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("lab %v: got %v, want an error with %q", c.args, err, c.want)
 		}

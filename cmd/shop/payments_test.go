@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"testing"
 	"time"
@@ -11,7 +12,7 @@ import (
 )
 
 // TestCheckoutSurvivesEveryFault runs a one-step checkout through every gateway fault and fault
-// test card of the contract, with the client retrying under the SAME key as a careful client
+// test card of the fake gateway, with the client retrying under the SAME key as a careful client
 // does, against the real shop and the real fake gateway. Whatever the fault, money moves
 // exactly once: one succeeded charge in the gateway's ledger, the order paid, one receipt and
 // one shipment. Declines move no money and are answered 402, stored and replayed.
@@ -52,7 +53,7 @@ func TestCheckoutSurvivesEveryFault(t *testing.T) {
 	for _, dialect := range modelstest.Dialects {
 		t.Run(dialect, func(t *testing.T) {
 			st := MustStartShop(t, dialect, fastEnv)
-			db := mustShopDB(t, st.Env)
+			db := st.DB
 			for _, tc := range cases {
 				t.Run(tc.name, func(t *testing.T) {
 					for _, f := range tc.faults {
@@ -61,7 +62,7 @@ func TestCheckoutSurvivesEveryFault(t *testing.T) {
 					key := "fault-" + tc.name
 					a, attempts := retryUntilFinal(t, st.Shop, "/api/v1/checkout", key, checkoutBody(tc.card), 30)
 					t.Logf("%d attempts, final %d", attempts, a.Status)
-					orderID := orderIDOf(a)
+					orderID := a.OrderID()
 					if orderID == "" {
 						t.Fatalf("got %d %s, want an answer naming the order", a.Status, a.Raw)
 					}
@@ -125,7 +126,7 @@ func mustReconciliation(tb testing.TB, base string) map[string]any {
 	}
 	defer res.Body.Close()
 	var rep map[string]any
-	if err := jsonDecode(res.Body, &rep); err != nil || res.StatusCode != http.StatusOK {
+	if err := json.NewDecoder(res.Body).Decode(&rep); err != nil || res.StatusCode != http.StatusOK {
 		tb.Fatalf("reconciliation: %d %v", res.StatusCode, err)
 	}
 	return rep
@@ -138,7 +139,7 @@ func TestWebhookOnly(t *testing.T) {
 	for _, dialect := range modelstest.Dialects {
 		t.Run(dialect, func(t *testing.T) {
 			st := MustStartShop(t, dialect, fastEnv)
-			db := mustShopDB(t, st.Env)
+			db := st.DB
 			a := post(st.Shop, "/api/v1/checkout", "gone", checkoutBody("4000000000000119"))
 			if a.Status != http.StatusBadGateway || a.Body["error"] != "payment_outcome_unknown" {
 				t.Fatalf("first answer: got %d %s, want 502 payment_outcome_unknown", a.Status, a.Raw)

@@ -6,80 +6,13 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
 	"checkoutlab/models/modelstest"
 )
-
-// Stack is a running shop and the gateway it talks to.
-type Stack struct {
-	Shop    string // base URL of the shop
-	Gateway string // base URL of the in-process fake gateway ("" with GATEWAY_URL)
-	Env     map[string]string
-}
-
-// MustStartShop runs the real program, run(), on a free port with the given extra environment
-// and returns its base URLs. The shop stops (and run must return) when the test ends.
-func MustStartShop(tb testing.TB, dialect string, extra map[string]string) Stack {
-	tb.Helper()
-	env := map[string]string{
-		"SHOP_ADDR":    "127.0.0.1:0",
-		"GATEWAY_ADDR": "127.0.0.1:0",
-		"DATA_DIR":     tb.TempDir(),
-		"DATABASE_URL": modelstest.MustDatabaseURL(tb, dialect),
-		"LOG_LEVEL":    "warn",
-	}
-	for k, v := range extra {
-		env[k] = v
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	pr, pw := io.Pipe()
-	done := make(chan error, 1)
-	go func() {
-		err := run(ctx, nil, envOf(env), pw)
-		pw.CloseWithError(io.EOF)
-		done <- err
-	}()
-	tb.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				tb.Errorf("run returned %v after shutdown, want nil", err)
-			}
-		case <-time.After(15 * time.Second):
-			tb.Errorf("run did not return within 15s of shutdown")
-		}
-	})
-
-	stacks := make(chan Stack, 1)
-	go func() {
-		st := Stack{Env: env}
-		sc := bufio.NewScanner(pr)
-		for sc.Scan() {
-			line := sc.Text()
-			if _, rest, ok := strings.Cut(line, "fake gateway listening on "); ok {
-				st.Gateway = strings.Fields(rest)[0]
-			}
-			if _, rest, ok := strings.Cut(line, "shop listening on "); ok {
-				st.Shop = strings.Fields(rest)[0]
-				stacks <- st
-			}
-		}
-		io.Copy(io.Discard, pr)
-	}()
-	select {
-	case st := <-stacks:
-		return st
-	case err := <-done:
-		tb.Fatalf("run ended before listening: %v", err)
-	case <-time.After(30 * time.Second):
-		tb.Fatal("shop did not start within 30s")
-	}
-	return Stack{}
-}
 
 func TestRun(t *testing.T) {
 	for _, dialect := range modelstest.Dialects {
@@ -138,5 +71,72 @@ func TestRunMigrate(t *testing.T) {
 	err := run(context.Background(), []string{"migrate"}, envOf(map[string]string{"DATA_DIR": t.TempDir()}), &out)
 	if err != nil || !strings.Contains(out.String(), "migrations applied (sqlite)") {
 		t.Errorf("migrate: got %q, %v", out.String(), err)
+	}
+}
+
+// TestServe runs the program as `go run ./cmd/shop` does, on free ports: it says where the
+// shop and the gateway really listen, and returns nil once its context is cancelled.
+func TestServe(t *testing.T) {
+	env := map[string]string{"SHOP_ADDR": "127.0.0.1:0", "GATEWAY_ADDR": "127.0.0.1:0", "DATA_DIR": t.TempDir(), "LOG_LEVEL": "warn"}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		err := run(ctx, nil, envOf(env), pw)
+		pw.CloseWithError(io.EOF)
+		done <- err
+	}()
+	sc := bufio.NewScanner(pr)
+	var said []string
+	for len(said) < 2 && sc.Scan() {
+		if strings.Contains(sc.Text(), "listening on http://127.0.0.1:") {
+			said = append(said, sc.Text())
+		}
+	}
+	go io.Copy(io.Discard, pr)
+	if len(said) != 2 || strings.Contains(strings.Join(said, ""), ":0 ") {
+		t.Errorf("got %q, want the gateway's and the shop's real addresses", said)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("run returned %v after shutdown, want nil", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Errorf("run did not return within 15s of shutdown")
+	}
+}
+
+// TestHelp: -h on the program and on each of its commands exits 0 and lists what exists; an
+// unknown command exits 1 saying so.
+func TestHelp(t *testing.T) {
+	shop := mustShopBinary(t)
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"-h"}, []string{"serve", "migrate", "lab", "-addr", "SHOP_ADDR", "-journal-retention"}},
+		{[]string{"serve", "-h"}, []string{"-addr", "SHOP_ADDR"}},
+		{[]string{"migrate", "-h"}, []string{"-database-url", "DATABASE_URL"}},
+		{[]string{"lab", "-h"}, []string{"list", "run", "shop"}},
+		{[]string{"lab", "list", "-h"}, []string{"usage: shop lab list"}},
+		{[]string{"lab", "run", "-h"}, []string{"-json", "-database-url", "-shop", "-gateway"}},
+		{[]string{"lab", "shop", "-h"}, []string{"-off", "server_idempotency"}},
+	} {
+		out, err := exec.Command(shop, c.args...).CombinedOutput()
+		if err != nil {
+			t.Errorf("shop %v: got %v, want exit 0\n%s", c.args, err, out)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(string(out), w) {
+				t.Errorf("shop %v: the help does not mention %q:\n%s", c.args, w, out)
+			}
+		}
+	}
+	out, err := exec.Command(shop, "walk").CombinedOutput()
+	if exit, ok := err.(*exec.ExitError); !ok || exit.ExitCode() != 1 || !strings.Contains(string(out), `unknown command "walk"`) {
+		t.Errorf("shop walk: got %v %q, want exit 1 naming the unknown command", err, out)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/riverqueue/river"
 	"gorm.io/gorm"
 
+	"checkoutlab/cmd/shop/internal/stack"
 	"checkoutlab/handlers"
 	"checkoutlab/handlers/idempotency"
 	"checkoutlab/models"
@@ -17,24 +18,17 @@ import (
 	"checkoutlab/static"
 )
 
-// background is the work the shop runs besides serving requests.
-type background struct {
-	jobs      *payments.Jobs
-	completer *payments.Completer
-	journal   *models.JournalStore
-}
-
 // mountRoutes wires the shop — stores, the payment operations, the job queue — and mounts its
-// whole URL space, in one place, explicitly. It returns the background work for the caller to
-// start.
-func mountRoutes(e *echo.Echo, cfg Config, db *gorm.DB, registry *prometheus.Registry, logger *slog.Logger) (*background, error) {
+// whole URL space, in one place, explicitly. It returns the background work for the stack to
+// start (stack.Wire): `serve`, the failure lab and the end-to-end tests all start this shop.
+func mountRoutes(e *echo.Echo, cfg stack.Config, db *gorm.DB, registry *prometheus.Registry, logger *slog.Logger) (*stack.Background, error) {
 	tenants := models.NewTenantStore(db)
 	products := models.NewProductStore(db)
 	orders := models.NewOrderStore(db)
 	keys := models.NewIdempotencyStore(db)
 	effects := models.NewSideEffectStore(db)
 	journal := models.NewJournalStore(db, logger)
-	protect := cfg.protections // all on, except in a failure-lab stack
+	protect := cfg.Protections // all on, except in a failure-lab stack
 	if protect.Off != "" {
 		logger.Warn("FAILURE LAB STACK: a protection is OFF; this shop double-charges on purpose. Never run it for real customers.",
 			"protection_off", string(protect.Off))
@@ -96,12 +90,12 @@ func mountRoutes(e *echo.Echo, cfg Config, db *gorm.DB, registry *prometheus.Reg
 	(&handlers.ReconciliationAPI{Reconciler: reconciler, Desk: desk, Idempotency: idem}).Routes(api)
 	(&handlers.OpsPages{Mailbox: effects, Reconciler: reconciler, Tenants: tenants,
 		Desk: desk, Decisions: decisions, Idempotency: idem}).Routes(e)
-	(&handlers.LabPages{Runner: labWeb{}, GatewayURL: cfg.GatewayURL}).Routes(e)
+	(&handlers.LabPages{Runner: cfg.Lab, GatewayURL: cfg.GatewayURL}).Routes(e)
 	(&handlers.DemoTools{GatewayURL: cfg.GatewayURL, Reset: func(ctx context.Context) error {
 		_, err := models.ResetDemo(ctx, db, models.DemoTenants(cfg.APIKeys))
 		return err
 	}}).Routes(e)
-	return &background{jobs: jobs, completer: completer, journal: journal}, nil
+	return &stack.Background{Jobs: jobs, Completer: completer, Journal: journal}, nil
 }
 
 // reapInterval runs the reaper often enough that what it deletes outlives its retention by at

@@ -1,4 +1,4 @@
-package main
+package labrun
 
 // The failure lab's operator: the triage desk's actions as a scenario's step, and the
 // invariants that judge a repair.
@@ -18,7 +18,7 @@ import (
 
 // triage sends tr's action tr.Copies times at once, each under its own Idempotency-Key, on the
 // order that the answers to the Checkout step tr.OrderOf named, and notes every answer.
-func (c *labClient) triage(ctx context.Context, tr lab.Triage) error {
+func (c *client) triage(ctx context.Context, t *target, tr lab.Triage) error {
 	tenant := tr.Tenant
 	if tenant == "" {
 		tenant = "acme"
@@ -39,9 +39,9 @@ func (c *labClient) triage(ctx context.Context, tr lab.Triage) error {
 		go func() {
 			defer wg.Done()
 			c.recordAs(models.ActorClient, "triage", tenant, key, fmt.Sprintf("operator sent %s on order %s with key %s", tr.Action, orders[0], key))
-			a := c.post(ctx, "/api/v1/reconciliation/actions", tenant, key, body)
-			detail := answerDetail(a.status, a.body, a.err)
-			if result, _ := a.body["result"].(string); result != "" {
+			a := Post(ctx, c.http, t.shop+"/api/v1/reconciliation/actions", t.apiKeys[tenant], key, body)
+			detail := answerDetail(a)
+			if result, _ := a.Body["result"].(string); result != "" {
 				detail += " " + result
 			}
 			c.recordAs(models.ActorClient, "triage", tenant, key, "operator got "+detail)
@@ -53,7 +53,7 @@ func (c *labClient) triage(ctx context.Context, tr lab.Triage) error {
 
 // repairChecks checks the invariants of s.Repair over the run's orders, the gateway's charges
 // and each tenant's reconciliation report.
-func (st *labStack) repairChecks(ctx context.Context, s lab.Scenario, orders []labOrder, charges []labCharge) ([]lab.Check, error) {
+func (t *target) repairChecks(ctx context.Context, s lab.Scenario, orders []order, charges []Charge) ([]lab.Check, error) {
 	var checks []lab.Check
 	for _, inv := range s.Repair {
 		switch inv {
@@ -86,7 +86,7 @@ func (st *labStack) repairChecks(ctx context.Context, s lab.Scenario, orders []l
 				rep := reports[o.tenant]
 				if rep == nil {
 					rep = &payments.Report{}
-					if err := getJSON(ctx, st.http, st.shop+"/api/v1/reconciliation", st.apiKeys[o.tenant], rep); err != nil {
+					if err := getJSON(ctx, t.http, t.shop+"/api/v1/reconciliation", t.apiKeys[o.tenant], rep); err != nil {
 						return nil, fmt.Errorf("read %s's reconciliation: %w", o.tenant, err)
 					}
 					reports[o.tenant] = rep

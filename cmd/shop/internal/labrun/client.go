@@ -1,12 +1,10 @@
-package main
+package labrun
 
 // The failure lab's client: what a customer's browser or an API integration sends. It is a
 // careful client — it retries with the same key — unless the client_same_key switch is off.
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,7 +13,6 @@ import (
 	"net/http/cookiejar"
 	"net/url"
 	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -25,9 +22,9 @@ import (
 	"checkoutlab/payments/lab"
 )
 
-// labClient is the lab's API client: a careful one that retries with the same key, unless
+// client is the lab's API client: a careful one that retries with the same key, unless
 // sameKey is false (the client_same_key switch).
-type labClient struct {
+type client struct {
 	shop    string
 	apiKeys map[string]string
 	http    *http.Client
@@ -37,47 +34,52 @@ type labClient struct {
 	mu      sync.Mutex
 	answers map[string]map[string]bool // tenant/key → order ids the answers named
 	sent    map[string]bool            // tenant/key of every request sent
-	tab     *labTab                    // the storefront tab of Browser steps, once opened
+	tab     *tab                       // the storefront tab of Browser steps, once opened
 	// events are the client's own attempts and the answers it got, and what the lab did to
 	// the stack (a crash, a reaper run): the lanes of the timeline that the shop cannot
 	// journal, because only the client knows what it sent and saw.
 	events []lab.Row
 }
 
+func newClient(t *target, sameKey bool) *client {
+	return &client{shop: t.shop, apiKeys: t.apiKeys, http: t.http, sameKey: sameKey,
+		runID: models.NewID("run"), answers: map[string]map[string]bool{}, sent: map[string]bool{}}
+}
+
 // record notes a client event under tenant/key.
-func (c *labClient) record(tenant, key, detail string) {
+func (c *client) record(tenant, key, detail string) {
 	c.recordAs(models.ActorClient, "attempt", tenant, key, detail)
 }
 
 // recordAs notes an event the lab itself brought about (a crash, a reaper run) under
 // tenant/key, so that the timeline shows it where it happened.
-func (c *labClient) recordAs(actor, kind, tenant, key, detail string) {
+func (c *client) recordAs(actor, kind, tenant, key, detail string) {
 	c.recordAt(time.Now().UTC(), actor, kind, tenant, key, detail)
 }
 
 // recordAt notes an event that happened at a known time.
-func (c *labClient) recordAt(at time.Time, actor, kind, tenant, key, detail string) {
+func (c *client) recordAt(at time.Time, actor, kind, tenant, key, detail string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.events = append(c.events, lab.Row{At: at, Actor: actor, Kind: kind, Key: key, Detail: detail})
 }
 
 // rows returns a copy of the client's events.
-func (c *labClient) rows() []lab.Row {
+func (c *client) rows() []lab.Row {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return append([]lab.Row(nil), c.events...)
 }
 
 // answerSets returns, per tenant/key, the order ids the answers under it named.
-func (c *labClient) answerSets() map[string]map[string]bool {
+func (c *client) answerSets() map[string]map[string]bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return maps.Clone(c.answers)
 }
 
 // usedKeys lists the tenant/key pairs the client has sent so far.
-func (c *labClient) usedKeys() [][2]string {
+func (c *client) usedKeys() [][2]string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var keys [][2]string
@@ -89,63 +91,61 @@ func (c *labClient) usedKeys() [][2]string {
 }
 
 // answerDetail words what the client got back.
-func answerDetail(status int, answer map[string]any, err error) string {
-	if err != nil {
+func answerDetail(a Answer) string {
+	if a.Err != nil {
 		return "no answer: the connection was lost or timed out"
 	}
-	if code, _ := answer["error"].(string); code != "" {
-		return fmt.Sprintf("answer %d %s", status, code)
+	if code, _ := a.Body["error"].(string); code != "" {
+		return fmt.Sprintf("answer %d %s", a.Status, code)
 	}
-	return fmt.Sprintf("answer %d", status)
+	return fmt.Sprintf("answer %d", a.Status)
 }
 
-func (c *labClient) play(ctx context.Context, st *labStack, step lab.Step) error {
+func (c *client) play(ctx context.Context, t *target, step lab.Step) error {
 	switch {
 	case step.Fault != nil:
-		b, _ := json.Marshal(step.Fault)
-		res, err := c.http.Post(st.gateway+"/_control/faults", "application/json", bytes.NewReader(b))
-		if err != nil {
-			return fmt.Errorf("arm fault: %w", err)
-		}
-		body, _ := io.ReadAll(res.Body)
-		res.Body.Close()
-		if res.StatusCode >= 300 {
-			return fmt.Errorf("arm fault %v: %d %s", step.Fault, res.StatusCode, body)
+		if err := ArmFault(ctx, c.http, t.gateway, step.Fault); err != nil {
+			return err
 		}
 	case step.Checkout != nil:
 		copies := max(step.Checkout.Copies, 1)
-		last := make([]labAnswer, copies)
-		var wg sync.WaitGroup
-		for i := range copies {
-			wg.Add(1)
-			go func() { defer wg.Done(); last[i] = c.checkout(ctx, *step.Checkout) }()
+		if copies > 1 {
+			c.connect(ctx, copies)
 		}
+		// The copies are sent together: on a busy machine, goroutines that each dialled on
+		// their own could arrive one after the other, after the first had finished.
+		last := make([]Answer, copies)
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for i := range copies {
+			wg.Go(func() { <-start; last[i] = c.checkout(ctx, *step.Checkout) })
+		}
+		close(start)
 		wg.Wait()
 		if want := step.Checkout.Expect; want != "" {
 			for _, a := range last {
-				if got, _ := a.body["error"].(string); got != want {
-					return fmt.Errorf("checkout %s: the last answer was %s, want %s", step.Checkout.Key,
-						answerDetail(a.status, a.body, a.err), want)
+				if got, _ := a.Body["error"].(string); got != want {
+					return fmt.Errorf("checkout %s: the last answer was %s, want %s", step.Checkout.Key, answerDetail(a), want)
 				}
 			}
 		}
 	case step.Restart:
-		if st.restart == nil {
+		if t.restart == nil {
 			return errors.New("a Restart step needs a crash scenario's stack")
 		}
-		died, err := st.restart(ctx)
+		died, err := t.restart(ctx)
 		if err != nil {
 			return err
 		}
 		for _, k := range c.usedKeys() {
 			c.recordAt(died, models.ActorShop, models.JournalCrash, k[0], k[1], fmt.Sprintf(
-				"killed: the shop process died (SIGKILL) at the crash point %s", st.crashAt))
+				"killed: the shop process died (SIGKILL) at the crash point %s", t.crashAt))
 			c.recordAs(models.ActorShop, models.JournalCrash, k[0], k[1],
 				"restarted: a new shop process is up on the same database, without the crash point")
 		}
 	case step.ExpireKeys:
 		// The real reaper, with the clock moved past the retention: every completed key goes.
-		reaper := &payments.Reaper{Store: models.NewIdempotencyStore(st.db), Retention: 0}
+		reaper := &payments.Reaper{Store: models.NewIdempotencyStore(t.db), Retention: 0}
 		n, err := reaper.RunOnce(ctx)
 		if err != nil {
 			return fmt.Errorf("expire keys: %w", err)
@@ -158,7 +158,7 @@ func (c *labClient) play(ctx context.Context, st *labStack, step lab.Step) error
 				"reaped: the retention has passed; %d completed key(s) and their stored answers are deleted", n.Keys))
 		}
 	case step.Triage != nil:
-		return c.triage(ctx, *step.Triage)
+		return c.triage(ctx, t, *step.Triage)
 	case step.Wait > 0:
 		select {
 		case <-time.After(step.Wait):
@@ -169,42 +169,61 @@ func (c *labClient) play(ctx context.Context, st *labStack, step lab.Step) error
 	return nil
 }
 
+// connect opens n connections to the shop (n requests at once for /healthz), which the
+// client's transport keeps for the requests that follow.
+func (c *client) connect(ctx context.Context, n int) {
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.shop+"/healthz", nil)
+			if err != nil {
+				return
+			}
+			if res, err := c.http.Do(req); err == nil {
+				io.Copy(io.Discard, res.Body) // read to the end, or the connection is not kept
+				res.Body.Close()
+			}
+		})
+	}
+	wg.Wait()
+}
+
 // checkout sends one checkout and, if ch.Retry, retries until a final answer. It returns the
 // last answer.
-func (c *labClient) checkout(ctx context.Context, ch lab.Checkout) labAnswer {
+func (c *client) checkout(ctx context.Context, ch lab.Checkout) Answer {
 	tenant := ch.Tenant
 	if tenant == "" {
 		tenant = "acme"
 	}
-	body := labCheckoutBody(ch, c.email())
-	send := func(key string) labAnswer { return c.post(ctx, "/api/v1/checkout", tenant, key, body) }
+	body := CheckoutBody(ch, c.email())
+	send := func(key string) Answer {
+		return Post(ctx, c.http, c.shop+"/api/v1/checkout", c.apiKeys[tenant], key, body)
+	}
 	if ch.Browser {
 		tab, err := c.openTab(ctx, tenant, ch)
 		if err != nil {
 			c.record(tenant, c.runID+"-"+ch.Key, "could not open the storefront: "+err.Error())
-			return labAnswer{err: err}
+			return Answer{Err: err}
 		}
-		send = func(key string) labAnswer { return tab.submit(ctx, key) }
+		send = func(key string) Answer { return tab.submit(ctx, key) }
 	}
 	key := c.runID + "-" + ch.Key
-	var a labAnswer
+	var a Answer
 	for attempt := 1; attempt <= 25 && ctx.Err() == nil; attempt++ {
 		c.mu.Lock()
 		c.sent[tenant+"/"+key] = true
 		c.mu.Unlock()
 		c.record(tenant, key, fmt.Sprintf("sent attempt %d with key %s", attempt, key))
 		a = send(key)
-		c.record(tenant, key, answerDetail(a.status, a.body, a.err))
-		if a.err == nil && (a.status < 300 || a.status == http.StatusPaymentRequired) {
-			c.note(tenant, key, a.body)
+		c.record(tenant, key, answerDetail(a))
+		if a.Err == nil && (a.Status < 300 || a.Status == http.StatusPaymentRequired) {
+			c.note(tenant, key, a.OrderID())
 		}
-		final := a.err == nil && a.status < 500 && (a.status != http.StatusConflict ||
-			a.body["error"] != "idempotency_request_in_progress" && a.body["error"] != "idempotency_lease_lost")
-		if final || !ch.Retry {
+		if a.Final() || !ch.Retry {
 			return a
 		}
 		// Back off as the shop asks (Retry-After), within 0.3–2 s.
-		time.Sleep(min(max(a.retryAfter, 300*time.Millisecond), 2*time.Second))
+		time.Sleep(min(max(a.RetryAfter, 300*time.Millisecond), 2*time.Second))
 		if !c.sameKey {
 			key = fmt.Sprintf("%s-%s-retry-%d", c.runID, ch.Key, attempt) // the client's bug
 		}
@@ -212,49 +231,8 @@ func (c *labClient) checkout(ctx context.Context, ch lab.Checkout) labAnswer {
 	return a
 }
 
-// labAnswer is what one request got: an answer, or err for none (a lost connection).
-type labAnswer struct {
-	status     int
-	body       map[string]any
-	retryAfter time.Duration
-	err        error
-}
-
-// answerOf reads res into a labAnswer.
-func answerOf(res *http.Response) labAnswer {
-	a := labAnswer{status: res.StatusCode}
-	_ = json.NewDecoder(res.Body).Decode(&a.body)
-	if secs, err := strconv.Atoi(res.Header.Get("Retry-After")); err == nil {
-		a.retryAfter = time.Duration(secs) * time.Second
-	}
-	return a
-}
-
-// post sends one JSON POST to the shop's API path, as tenant, under key.
-func (c *labClient) post(ctx context.Context, path, tenant, key string, body []byte) labAnswer {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.shop+path, bytes.NewReader(body))
-	if err != nil {
-		return labAnswer{err: err}
-	}
-	req.Header.Set("Authorization", "Bearer "+c.apiKeys[tenant])
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", key)
-	res, err := c.http.Do(req)
-	if err != nil {
-		return labAnswer{err: err} // a lost answer, for the client
-	}
-	defer res.Body.Close()
-	return answerOf(res)
-}
-
-// note records which order an answer under tenant/key named.
-func (c *labClient) note(tenant, key string, answer map[string]any) {
-	id := ""
-	if o, ok := answer["order"].(map[string]any); ok {
-		id, _ = o["id"].(string)
-	} else if s, ok := answer["order_id"].(string); ok {
-		id = s
-	}
+// note records that an answer under tenant/key named the order id.
+func (c *client) note(tenant, key, id string) {
 	if id == "" {
 		return
 	}
@@ -267,10 +245,10 @@ func (c *labClient) note(tenant, key string, answer map[string]any) {
 	c.answers[k][id] = true
 }
 
-// labTab is one browser tab on the storefront: a session and its cart, and the checkout form
-// it was shown, which it submits as checkout.js does — the form's fields, the key in the
+// tab is one browser tab on the storefront: a session and its cart, and the checkout form it
+// was shown, which it submits as checkout.js does — the form's fields, the key in the
 // Idempotency-Key header, and a JSON answer.
-type labTab struct {
+type tab struct {
 	shop, tenant string
 	http         *http.Client // with a cookie jar: the session and CSRF cookies
 	form         url.Values
@@ -279,7 +257,7 @@ type labTab struct {
 // openTab returns the tab of the run's Browser steps, opening it the first time: a session,
 // the cart filled with ch's items, the checkout form's cart id. Later steps reuse it: the
 // same tab submitting the same form again.
-func (c *labClient) openTab(ctx context.Context, tenant string, ch lab.Checkout) (*labTab, error) {
+func (c *client) openTab(ctx context.Context, tenant string, ch lab.Checkout) (*tab, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.tab != nil {
@@ -289,7 +267,7 @@ func (c *labClient) openTab(ctx context.Context, tenant string, ch lab.Checkout)
 	if err != nil {
 		return nil, err
 	}
-	t := &labTab{shop: c.shop, tenant: tenant, http: &http.Client{
+	t := &tab{shop: c.shop, tenant: tenant, http: &http.Client{
 		Transport: c.http.Transport, Jar: jar, Timeout: c.http.Timeout,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}}
@@ -304,7 +282,7 @@ func (c *labClient) openTab(ctx context.Context, tenant string, ch lab.Checkout)
 			csrf = ck.Value
 		}
 	}
-	for _, it := range labItems(ch) {
+	for _, it := range items(ch) {
 		add := url.Values{"_csrf": {csrf}, "sku": {fmt.Sprint(it["sku"])}, "quantity": {fmt.Sprint(it["quantity"])}}
 		if _, err := t.do(ctx, http.MethodPost, base+"/cart/items", add, nil); err != nil {
 			return nil, err
@@ -320,31 +298,28 @@ func (c *labClient) openTab(ctx context.Context, tenant string, ch lab.Checkout)
 	}
 	t.form = url.Values{"_csrf": {csrf}, "cart_id": {string(m[1])}, "email": {c.email()},
 		"name": {"Ada Lovelace"}, "address": {"1 Analytical Way"}, "city": {"London"},
-		"postal_code": {"N1 9GU"}, "country": {"GB"}, "shipping_method": {"standard"}, "card_number": {labCard(ch)}}
+		"postal_code": {"N1 9GU"}, "country": {"GB"}, "shipping_method": {"standard"}, "card_number": {card(ch)}}
 	c.tab = t
 	return t, nil
 }
 
 // submit posts the checkout form under key and reads the JSON answer.
-func (t *labTab) submit(ctx context.Context, key string) labAnswer {
-	form := url.Values{}
-	for k, v := range t.form {
-		form[k] = v
-	}
+func (t *tab) submit(ctx context.Context, key string) Answer {
+	form := maps.Clone(t.form)
 	form.Set("idempotency_key", key)
-	var a labAnswer
+	var a Answer
 	_, err := t.do(ctx, http.MethodPost, t.shop+"/shop/"+t.tenant+"/checkout", form, func(res *http.Response) {
-		a = answerOf(res)
+		a = readAnswer(res)
 	}, "Idempotency-Key", key, "Accept", "application/json")
 	if err != nil {
-		return labAnswer{err: err}
+		return Answer{Err: err}
 	}
 	return a
 }
 
 // do sends one storefront request (a form post if form is set) and returns the body; seen,
 // if set, sees the response first. Extra headers come as name, value pairs.
-func (t *labTab) do(ctx context.Context, method, target string, form url.Values, seen func(*http.Response), headers ...string) ([]byte, error) {
+func (t *tab) do(ctx context.Context, method, target string, form url.Values, seen func(*http.Response), headers ...string) ([]byte, error) {
 	var body io.Reader
 	if form != nil {
 		body = strings.NewReader(form.Encode())
@@ -359,6 +334,7 @@ func (t *labTab) do(ctx context.Context, method, target string, form url.Values,
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Set(headers[i], headers[i+1])
 	}
+	oneAttempt(req)
 	res, err := t.http.Do(req)
 	if err != nil {
 		return nil, err
@@ -372,36 +348,6 @@ func (t *labTab) do(ctx context.Context, method, target string, form url.Values,
 	return io.ReadAll(res.Body)
 }
 
-// labItems is the cart a checkout step buys: two camp mugs unless ch.Cart names another.
-func labItems(ch lab.Checkout) []map[string]any {
-	switch ch.Cart {
-	case "compass":
-		return []map[string]any{{"sku": "brass-compass", "quantity": 1}}
-	case "beans":
-		return []map[string]any{{"sku": "espresso-beans", "quantity": 1}}
-	}
-	return []map[string]any{{"sku": "camp-mug", "quantity": 2}}
-}
-
-// labCard is the card a checkout step pays with: 4242 4242 4242 4242 unless ch.Card is set.
-func labCard(ch lab.Checkout) string {
-	if ch.Card == "" {
-		return "4242424242424242"
-	}
-	return ch.Card
-}
-
 // email is the customer's address on every order of the run: one per run, so the judge can
 // tell the run's orders from anybody else's on a shop that is already running.
-func (c *labClient) email() string { return "lab+" + c.runID + "@example.com" }
-
-func labCheckoutBody(ch lab.Checkout, email string) []byte {
-	b, _ := json.Marshal(map[string]any{
-		"items": labItems(ch),
-		"email": email,
-		"shipping_address": map[string]string{"name": "Ada Lovelace", "address": "1 Analytical Way",
-			"city": "London", "postal_code": "N1 9GU", "country": "GB"},
-		"card_number": labCard(ch),
-	})
-	return b
-}
+func (c *client) email() string { return "lab+" + c.runID + "@example.com" }

@@ -1,4 +1,4 @@
-package main
+package labrun
 
 // How the lab judges a run: only through what the shop and the gateway show over HTTP — the
 // gateway's ledger (where money moved), the shop's orders with their payments, receipts and
@@ -8,10 +8,8 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"maps"
-	"net/http"
 	"net/url"
 	"slices"
 	"sort"
@@ -22,8 +20,8 @@ import (
 	"checkoutlab/payments/lab"
 )
 
-// labOrder is an order as GET /api/v1/orders shows it, as much as the invariants need.
-type labOrder struct {
+// order is an order as GET /api/v1/orders shows it, as much as the invariants need.
+type order struct {
 	ID       string `json:"id"`
 	Status   string `json:"status"`
 	Email    string `json:"email"`
@@ -37,20 +35,13 @@ type labOrder struct {
 	tenant string
 }
 
-// labCharge is a gateway ledger entry, as much as the invariants need.
-type labCharge struct {
-	ID       string            `json:"id"`
-	Status   string            `json:"status"`
-	Metadata map[string]string `json:"metadata"`
-}
-
-// settle waits, at most st.settleWithin, until background work is done: the gateway has no
+// settle waits, at most t.settleWithin, until background work is done: the gateway has no
 // webhook delivery left to make (of those made since the run began), no payment of the run is
 // still waiting for someone (a retry, the completer) to find out what the gateway did, and
 // every paid order has its receipt. Then it waits a little longer for stragglers (duplicates).
 // It returns what was still going on if it stopped waiting first, or "".
-func (st *labStack) settle(ctx context.Context, since time.Time, email string) string {
-	deadline := time.Now().Add(st.settleWithin)
+func (t *target) settle(ctx context.Context, since time.Time, email string) string {
+	deadline := time.Now().Add(t.settleWithin)
 	var unsettled []string
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		unsettled = unsettled[:0]
@@ -60,7 +51,7 @@ func (st *labStack) settle(ctx context.Context, since time.Time, email string) s
 				Created time.Time `json:"created_at"`
 			} `json:"deliveries"`
 		}
-		if err := getJSON(ctx, st.http, st.gateway+"/_control/deliveries", "", &d); err != nil {
+		if err := getJSON(ctx, t.http, t.gateway+"/_control/deliveries", "", &d); err != nil {
 			unsettled = append(unsettled, "the gateway's deliveries cannot be read: "+err.Error())
 		}
 		for _, x := range d.Deliveries {
@@ -68,7 +59,7 @@ func (st *labStack) settle(ctx context.Context, since time.Time, email string) s
 				unsettled = append(unsettled, "a webhook delivery is pending")
 			}
 		}
-		orders, err := st.ordersSince(ctx, since, email)
+		orders, err := t.ordersSince(ctx, since, email)
 		if err != nil {
 			unsettled = append(unsettled, err.Error())
 		}
@@ -92,17 +83,17 @@ func (st *labStack) settle(ctx context.Context, since time.Time, email string) s
 	if len(unsettled) == 0 {
 		return ""
 	}
-	return fmt.Sprintf("after %s: %s", st.settleWithin, strings.Join(slices.Compact(unsettled), "; "))
+	return fmt.Sprintf("after %s: %s", t.settleWithin, strings.Join(slices.Compact(unsettled), "; "))
 }
 
 // ordersSince lists the run's orders: every tenant's orders created since the run began for
 // the run's customer, email.
-func (st *labStack) ordersSince(ctx context.Context, since time.Time, email string) ([]labOrder, error) {
-	var all []labOrder
-	for _, tenant := range slices.Sorted(maps.Keys(st.apiKeys)) {
-		var page struct{ Data []labOrder }
+func (t *target) ordersSince(ctx context.Context, since time.Time, email string) ([]order, error) {
+	var all []order
+	for _, tenant := range slices.Sorted(maps.Keys(t.apiKeys)) {
+		var page struct{ Data []order }
 		q := url.Values{"created_after": {since.UTC().Format(time.RFC3339Nano)}, "limit": {"500"}}
-		if err := getJSON(ctx, st.http, st.shop+"/api/v1/orders?"+q.Encode(), st.apiKeys[tenant], &page); err != nil {
+		if err := getJSON(ctx, t.http, t.shop+"/api/v1/orders?"+q.Encode(), t.apiKeys[tenant], &page); err != nil {
 			return nil, fmt.Errorf("list %s's orders: %w", tenant, err)
 		}
 		for _, o := range page.Data {
@@ -117,28 +108,28 @@ func (st *labStack) ordersSince(ctx context.Context, since time.Time, email stri
 
 // evaluate checks the invariants over the orders created since the run began, and returns
 // their journals, with the client's own events, as the timeline.
-func (st *labStack) evaluate(ctx context.Context, s lab.Scenario, since time.Time, client *labClient) ([]lab.Check, []lab.Row, error) {
-	var ledger struct{ Charges []labCharge }
-	if err := getJSON(ctx, st.http, st.gateway+"/_control/ledger", "", &ledger); err != nil {
-		return nil, nil, fmt.Errorf("read the gateway ledger: %w", err)
+func (t *target) evaluate(ctx context.Context, s lab.Scenario, since time.Time, c *client) ([]lab.Check, []lab.Row, error) {
+	charges, err := Ledger(ctx, t.http, t.gateway)
+	if err != nil {
+		return nil, nil, err
 	}
-	orders, err := st.ordersSince(ctx, since, client.email())
+	orders, err := t.ordersSince(ctx, since, c.email())
 	if err != nil {
 		return nil, nil, err
 	}
 
-	checks := checksOf(s, orders, ledger.Charges, client.answerSets())
-	repair, err := st.repairChecks(ctx, s, orders, ledger.Charges)
+	checks := checksOf(s, orders, charges, c.answerSets())
+	repair, err := t.repairChecks(ctx, s, orders, charges)
 	if err != nil {
 		return nil, nil, err
 	}
 	checks = append(checks, repair...)
 
-	rows := client.rows()
+	rows := c.rows()
 	seen := map[string]bool{} // orders sharing a key share that key's events: show each once
 	for _, o := range orders {
 		var events struct{ Data []lab.Row }
-		if err := getJSON(ctx, st.http, st.shop+"/api/v1/orders/"+o.ID+"/events", st.apiKeys[o.tenant], &events); err != nil {
+		if err := getJSON(ctx, t.http, t.shop+"/api/v1/orders/"+o.ID+"/events", t.apiKeys[o.tenant], &events); err != nil {
 			return nil, nil, fmt.Errorf("read the journal of %s: %w", o.ID, err)
 		}
 		for _, ev := range events.Data {
@@ -155,8 +146,8 @@ func (st *labStack) evaluate(ctx context.Context, s lab.Scenario, since time.Tim
 
 // checksOf checks the invariants of scenario s over the run's orders, the gateway's charges
 // and, per tenant/key, the order ids the client's answers named.
-func checksOf(s lab.Scenario, orders []labOrder, charges []labCharge, answers map[string]map[string]bool) []lab.Check {
-	moneyMoved := func(c labCharge) bool { return c.Status == "succeeded" || c.Status == "refunded" }
+func checksOf(s lab.Scenario, orders []order, charges []Charge, answers map[string]map[string]bool) []lab.Check {
+	moneyMoved := func(c Charge) bool { return c.Status == "succeeded" || c.Status == "refunded" }
 	chargesOf, chargedPayment := map[string]int{}, map[string]bool{}
 	for _, c := range charges {
 		if moneyMoved(c) {
@@ -221,24 +212,4 @@ func statusDetail(behind []string) string {
 		return "every payment charged at the gateway shows succeeded"
 	}
 	return fmt.Sprintf("%d payment(s) charged at the gateway show %s (want succeeded)", len(behind), strings.Join(behind, ", "))
-}
-
-// getJSON GETs url (with apiKey as its Bearer token, if set) and decodes a 200 answer into v.
-func getJSON(ctx context.Context, client *http.Client, url, apiKey string, v any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
-	if apiKey != "" {
-		req.Header.Set("Authorization", "Bearer "+apiKey)
-	}
-	res, err := client.Do(req)
-	if err != nil {
-		return err
-	}
-	defer res.Body.Close()
-	if res.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %d", url, res.StatusCode)
-	}
-	return json.NewDecoder(res.Body).Decode(v)
 }
