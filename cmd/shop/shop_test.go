@@ -20,16 +20,24 @@ func TestRun(t *testing.T) {
 			st := MustStartShop(t, dialect, nil)
 			base := st.Shop
 
-			res, err := http.Get(st.Gateway + "/_control/ledger")
-			if err != nil {
-				t.Fatal(err)
-			}
-			res.Body.Close()
-			if res.StatusCode != http.StatusOK {
-				t.Errorf("in-process gateway ledger: got %d, want 200", res.StatusCode)
+			// The in-process gateway's control API wants the shop's GATEWAY_CONTROL_TOKEN.
+			for token, want := range map[string]int{"": http.StatusUnauthorized, "not-the-token-at-all": http.StatusUnauthorized,
+				st.Gateway.Token: http.StatusOK} {
+				req, _ := http.NewRequest(http.MethodGet, st.Gateway.URL+"/_control/ledger", nil)
+				if token != "" {
+					req.Header.Set("Authorization", "Bearer "+token)
+				}
+				res, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				res.Body.Close()
+				if res.StatusCode != want {
+					t.Errorf("in-process gateway ledger with token %q: got %d, want %d", token, res.StatusCode, want)
+				}
 			}
 
-			res, err = http.Get(base + "/healthz")
+			res, err := http.Get(base + "/healthz")
 			if err != nil {
 				t.Fatal(err)
 			}
