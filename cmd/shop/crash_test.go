@@ -32,7 +32,9 @@ func mustCrashStack(tb testing.TB, dialect, crashAt string) *labrun.CrashStack {
 }
 
 // crashGateway is a crash stack's gateway, with its control token.
-func crashGateway(st *labrun.CrashStack) testGateway { return testGateway{st.Gateway.URL(), st.ControlToken} }
+func crashGateway(st *labrun.CrashStack) testGateway {
+	return testGateway{st.Gateway.URL(), st.ControlToken}
+}
 
 // TestCrashDrills kills the real shop process (SIGKILL, from itself) at each crash point in the
 // middle of a checkout, restarts it on the same database, and checks that the operation reaches
