@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"checkoutlab/models"
 	"checkoutlab/models/modelstest"
 )
 
@@ -82,6 +83,41 @@ func TestRunMigrate(t *testing.T) {
 	}
 }
 
+// TestRunReset: `shop reset` puts the demo stock back on the configured database, says what
+// it restored, and keeps the orders. On both databases.
+func TestRunReset(t *testing.T) {
+	for _, dialect := range modelstest.Dialects {
+		t.Run(dialect, func(t *testing.T) {
+			st := MustStartShop(t, dialect, fastEnv)
+			if a := post(st.Shop, "/api/v1/checkout", "before-reset", checkoutBody("4242424242424242")); a.Status != http.StatusCreated {
+				t.Fatalf("checkout: got %d %s, want 201", a.Status, a.Raw)
+			}
+			if err := st.DB.Exec("UPDATE products SET stock = 0, amount = 1 WHERE sku = 'brass-compass'").Error; err != nil {
+				t.Fatal(err)
+			}
+			var out strings.Builder
+			if err := run(context.Background(), []string{"reset"}, envOf(st.Env), &out); err != nil {
+				t.Fatalf("reset: %v\n%s", err, out.String())
+			}
+			if got := out.String(); !strings.Contains(got, "demo reset ("+dialect+")") || !strings.Contains(got, "products of acme and globex restored") {
+				t.Errorf("reset said %q, want what it restored", got)
+			}
+			var p models.Product
+			if err := st.DB.Where("tenant_id = ? AND sku = ?", "acme", "brass-compass").First(&p).Error; err != nil {
+				t.Fatal(err)
+			}
+			if p.Stock != 5 || p.Amount == 1 {
+				t.Errorf("brass-compass after reset: stock %d, amount %d; want the seeded stock 5 and price", p.Stock, p.Amount)
+			}
+			var orders int64
+			st.DB.Model(&models.Order{}).Count(&orders)
+			if orders != 1 {
+				t.Errorf("orders after reset: got %d, want the 1 placed before (kept)", orders)
+			}
+		})
+	}
+}
+
 // TestServe runs the program as `go run ./cmd/shop` does, on free ports: it says where the
 // shop and the gateway really listen, and returns nil once its context is cancelled.
 func TestServe(t *testing.T) {
@@ -125,7 +161,9 @@ func TestHelp(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{[]string{"-h"}, []string{"serve", "migrate", "lab", "-addr", "SHOP_ADDR", "-journal-retention"}},
+		{[]string{"-h"}, []string{"serve", "migrate", "reset", "lab", "-addr", "SHOP_ADDR", "-journal-retention",
+			"GATEWAY_CONTROL_TOKEN", "OPS_PASSWORD", "SHOP_SECRET", "SHOP_ENV", "ORDER_HOLD", "CHECK_HOSTS"}},
+		{[]string{"reset", "-h"}, []string{"-database-url", "DATABASE_URL"}},
 		{[]string{"serve", "-h"}, []string{"-addr", "SHOP_ADDR"}},
 		{[]string{"migrate", "-h"}, []string{"-database-url", "DATABASE_URL"}},
 		{[]string{"lab", "-h"}, []string{"list", "run", "shop"}},
