@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -119,7 +120,9 @@ func TestRunReset(t *testing.T) {
 }
 
 // TestServe runs the program as `go run ./cmd/shop` does, on free ports: it says where the
-// shop and the gateway really listen, and returns nil once its context is cancelled.
+// shop and the gateway really listen, warns that it runs with the demo secrets, logs the
+// operator's one-click login link (which logs a browser in), and returns nil once its context
+// is cancelled.
 func TestServe(t *testing.T) {
 	env := map[string]string{"SHOP_ADDR": "127.0.0.1:0", "GATEWAY_ADDR": "127.0.0.1:0", "DATA_DIR": t.TempDir(), "LOG_LEVEL": "warn"}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -133,14 +136,32 @@ func TestServe(t *testing.T) {
 	}()
 	sc := bufio.NewScanner(pr)
 	var said []string
+	var warned, login string
 	for len(said) < 2 && sc.Scan() {
-		if strings.Contains(sc.Text(), "listening on http://127.0.0.1:") {
-			said = append(said, sc.Text())
+		switch line := sc.Text(); {
+		case strings.Contains(line, "listening on http://127.0.0.1:"):
+			said = append(said, line)
+		case strings.Contains(line, "DEMO SECRETS IN USE"):
+			warned = line
+		case strings.Contains(line, "operator login"):
+			if m := regexp.MustCompile(`url="?([^"\s]+)`).FindStringSubmatch(line); m != nil {
+				login = m[1]
+			}
 		}
 	}
 	go io.Copy(io.Discard, pr)
 	if len(said) != 2 || strings.Contains(strings.Join(said, ""), ":0 ") {
 		t.Errorf("got %q, want the gateway's and the shop's real addresses", said)
+	}
+	for _, name := range []string{"WEBHOOK_SECRET", "SHOP_API_KEYS (acme, globex)", "GATEWAY_CONTROL_TOKEN"} {
+		if !strings.Contains(warned, name) || !strings.Contains(warned, "level=WARN") {
+			t.Errorf("got the warning %q, want a warning naming %s", warned, name)
+		}
+	}
+	if !strings.Contains(login, "/ops/login?token=") || strings.Contains(login, ":0/") {
+		t.Errorf("got the login link %q, want /ops/login?token=… on the shop's real address", login)
+	} else if len(said) == 2 {
+		operatorClient(t, Stack{LoginURL: login})
 	}
 	cancel()
 	select {

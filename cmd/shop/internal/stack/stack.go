@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -167,15 +168,16 @@ func (s *Stack) start(ctx context.Context, wire Wire) error {
 		s.logger.Warn("IDEMPOTENCY_RETENTION is shorter than the 24h the API promises; use this only for drills",
 			"retention", cfg.IdempotencyRetention)
 	}
+	// Before seeding: a production shop refused for its demo keys has stored none of them.
+	if err := s.checkDemoSecrets(ctx); err != nil {
+		return err
+	}
 	seeded, err := models.SeedIfEmpty(ctx, s.db, models.DemoTenants(cfg.APIKeys))
 	if err != nil {
 		return err
 	}
 	if seeded {
 		s.logger.Info("seeded demo tenants acme and globex")
-	}
-	if err := s.checkDemoSecrets(ctx); err != nil {
-		return err
 	}
 	if s.signer, err = loadSigner(*cfg); err != nil {
 		return err
@@ -245,16 +247,20 @@ func (s *Stack) start(ctx context.Context, wire Wire) error {
 }
 
 // checkDemoSecrets warns, loudly, while the stack runs with any of the published demo
-// secrets, and refuses them when cfg.ShopEnv is "production". The API keys are the ones the
-// seeded database accepts: they were stored at the first start, whatever SHOP_API_KEYS says now.
+// secrets, and refuses them when cfg.ShopEnv is "production". API keys are stored when an
+// empty database is seeded and accepted from then on, whatever SHOP_API_KEYS says later: the
+// keys in use are SHOP_API_KEYS (what seeding would store) and the demo keys the database
+// already accepts.
 func (s *Stack) checkDemoSecrets(ctx context.Context) error {
 	cfg := s.cfg
-	demoKeys, err := handlers.AcceptedAPIKeys(ctx, models.NewTenantStore(s.db), cfg.DemoSecrets.APIKeys)
+	accepted, err := handlers.AcceptedAPIKeys(ctx, models.NewTenantStore(s.db), cfg.DemoSecrets.APIKeys)
 	if err != nil {
 		return err
 	}
+	keys := maps.Clone(cfg.APIKeys)
+	maps.Copy(keys, accepted)
 	inUse := handlers.DemoSecretsInUse(
-		handlers.DemoValues{WebhookSecret: cfg.WebhookSecret, APIKeys: demoKeys, GatewayControlToken: cfg.GatewayControlToken},
+		handlers.DemoValues{WebhookSecret: cfg.WebhookSecret, APIKeys: keys, GatewayControlToken: cfg.GatewayControlToken},
 		cfg.DemoSecrets)
 	if err := handlers.RefuseDemoSecrets(cfg.ShopEnv, inUse); err != nil {
 		return err
