@@ -24,6 +24,7 @@ import (
 
 	"checkoutlab/cmd/shop/internal/labrun"
 	"checkoutlab/cmd/shop/internal/stack"
+	"checkoutlab/fakegateway"
 	"checkoutlab/models"
 )
 
@@ -118,7 +119,13 @@ func serve(ctx context.Context, cfg stack.Config, stdout io.Writer) error {
 		return err
 	}
 	if cfg.GatewayURL == "" {
-		fmt.Fprintf(stdout, "checkoutlab: fake gateway listening on %s\n", st.GatewayURL())
+		// The page's login link carries the token only while it is the published demo value:
+		// a token of the operator's own never reaches the log.
+		page := st.GatewayURL() + "/?token=<GATEWAY_CONTROL_TOKEN>, or Payment gateway in the operator bar"
+		if cfg.GatewayControlToken == fakegateway.DemoControlToken {
+			page = st.GatewayURL() + "/?token=" + cfg.GatewayControlToken
+		}
+		fmt.Fprintf(stdout, "checkoutlab: fake gateway listening on %s (its page: %s)\n", st.GatewayURL(), page)
 	}
 	fmt.Fprintf(stdout, "checkoutlab: shop listening on %s (database: %s)\n", st.URL(), st.Dialect())
 	return errors.Join(st.Wait(ctx), st.Close())
