@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"log/slog"
+	"path/filepath"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -36,7 +37,11 @@ func mountRoutes(e *echo.Echo, cfg stack.Config, db *gorm.DB, registry *promethe
 	idem := &idempotency.Middleware{Store: protect.Reserver(keys), Lease: cfg.IdempotencyLease, Scope: handlers.KeyScope,
 		RenderError: handlers.ErrorResponse, Metrics: idempotency.NewMetrics(registry), Journal: journal}
 	gateway := payments.NewGatewayClient(cfg.GatewayURL, cfg.GatewayTimeout)
-	cards := handlers.NewCardFingerprint(cfg.WebhookSecret)
+	secret, err := handlers.LoadOrCreateSecret(filepath.Join(cfg.DataDir, "shop.secret"))
+	if err != nil {
+		return nil, err
+	}
+	cards := handlers.NewCardFingerprint(secret)
 
 	service := &payments.Service{
 		DB: db, Gateway: gateway, Render: handlers.RenderOperation,
