@@ -21,7 +21,7 @@ func TestPaymentEndpoints(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	e := handlers.NewRouter(slog.New(slog.NewTextHandler(io.Discard, nil)), reg)
 	idem := MustIdempotency(models.NewIdempotencyStore(nil), time.Minute, idempotency.NewMetrics(reg), nil)
-	cards := handlers.NewCardFingerprint("whsec_test")
+	cards := handlers.NewCardFingerprint([]byte("test shop secret, 32 bytes long!"))
 	(&handlers.Storefront{Idempotency: idem, Cards: cards}).Routes(e)
 	(&handlers.PaymentsAPI{Ops: &payments.Service{}, Idempotency: idem, Cards: cards}).Routes(e.Group("/api/v1"))
 

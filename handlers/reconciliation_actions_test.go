@@ -40,7 +40,7 @@ func MustDeskShop(tb testing.TB, db *gorm.DB) *deskShop {
 	e := handlers.NewRouter(slog.New(slog.NewTextHandler(io.Discard, nil)), reg)
 	tenants, keys := models.NewTenantStore(db), models.NewIdempotencyStore(db)
 	journal, decisions := models.NewJournalStore(db, nil), models.NewDecisionStore(db)
-	cards := handlers.NewCardFingerprint("whsec_test")
+	cards := handlers.NewCardFingerprint([]byte("test shop secret, 32 bytes long!"))
 	idem := MustIdempotency(keys, time.Minute, idempotency.NewMetrics(reg), journal)
 	gw := MustGatewayClient(tb)
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))

@@ -281,15 +281,17 @@ func (p *paymentRequest) operation(tenantID string) payments.PaymentRequest {
 }
 
 // CardFingerprint turns a card number into what idempotency may store about it: an HMAC under
-// a key that lives outside the database (derived from the webhook secret). Two requests with
-// the same card fingerprint alike; the stored value cannot be turned back into the card, even
-// by someone holding the database.
+// the shop's own secret (SHOP_SECRET, or the random one made at first start in DATA_DIR), which
+// is never in the database and never shared with the gateway. Two requests with the same card
+// fingerprint alike; the stored value cannot be turned back into the card by someone holding
+// the database, the webhook secret and the last four digits: a card number has few enough
+// unknown digits to try them all, so the key must be one nobody else has.
 type CardFingerprint []byte
 
-// NewCardFingerprint derives the HMAC key from secret.
-func NewCardFingerprint(secret string) CardFingerprint {
-	m := hmac.New(sha256.New, []byte(secret))
-	m.Write([]byte("checkoutlab card fingerprint v1"))
+// NewCardFingerprint derives the HMAC key from the shop's secret, for this one purpose.
+func NewCardFingerprint(shopSecret []byte) CardFingerprint {
+	m := hmac.New(sha256.New, shopSecret)
+	m.Write([]byte("checkoutlab card fingerprint v2"))
 	return m.Sum(nil)
 }
 

@@ -49,7 +49,7 @@ func MustSecureShop(tb testing.TB, db *gorm.DB, unstarted bool, opts ...handlers
 
 	tenants, orders, keys := models.NewTenantStore(db), models.NewOrderStore(db), models.NewIdempotencyStore(db)
 	effects, journal := models.NewSideEffectStore(db), models.NewJournalStore(db, nil)
-	cards := handlers.NewCardFingerprint("whsec_test")
+	cards := handlers.NewCardFingerprint([]byte("test shop secret, 32 bytes long!"))
 	idem := MustIdempotency(keys, time.Minute, idempotency.NewMetrics(reg), journal)
 	gateway := MustGatewayClient(tb)
 	service := &payments.Service{DB: db, Gateway: gateway, Outbox: noOutbox{}, Render: handlers.RenderOperation, Journal: journal}

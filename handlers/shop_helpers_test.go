@@ -34,7 +34,7 @@ func MustShop(tb testing.TB, db *gorm.DB) *httptest.Server {
 	e := handlers.NewRouter(slog.New(slog.NewTextHandler(io.Discard, nil)), reg)
 	orders := models.NewOrderStore(db)
 	keys := models.NewIdempotencyStore(db)
-	cards := handlers.NewCardFingerprint("whsec_test")
+	cards := handlers.NewCardFingerprint([]byte("test shop secret, 32 bytes long!"))
 	journal := models.NewJournalStore(db, nil)
 	service := &payments.Service{DB: db, Gateway: MustGatewayClient(tb),
 		Outbox: noOutbox{}, Render: handlers.RenderOperation, Journal: journal}

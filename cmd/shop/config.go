@@ -42,7 +42,7 @@ func settings(c *stack.Config) []setting {
 		{"DATA_DIR", "data-dir", "./data", "directory of the embedded database files", text(&c.DataDir)},
 		{"WEBHOOK_SECRET", "webhook-secret", demoWebhookSecret, "Standard Webhooks signing secret", webhookSecret(&c.WebhookSecret)},
 		{"GATEWAY_CONTROL_TOKEN", "gateway-control-token", fakegateway.DemoControlToken, "token of the gateway's control API and page, shared by shop and gateway", controlToken(&c.GatewayControlToken)},
-		{"SHOP_SECRET", "shop-secret", "", "signing key of sessions, order links and operator logins (at least 32 characters); empty keeps one in DATA_DIR/shop.secret", shopSecret(&c.ShopSecret)},
+		{"SHOP_SECRET", "shop-secret", "", "the shop's own secret, which signs sessions, order links and operator logins and keys the card fingerprint (at least 32 characters); empty keeps one in DATA_DIR/shop.secret", shopSecret(&c.ShopSecret)},
 		{"OPS_PASSWORD", "ops-password", "", "operator password of /lab, /mailbox, /reconciliation; empty makes one at each start and logs its login link", text(&c.OpsPassword)},
 		{"SHOP_ENV", "env", "development", "development, or production: refuse to start with the published demo secrets", oneOf(&c.ShopEnv, "development", "production")},
 		{"CHECK_HOSTS", "check-hosts", "false", "answer only requests for the host of SHOP_PUBLIC_URL, SHOP_ADDR or loopback (421 otherwise)", boolean(&c.CheckHosts)},

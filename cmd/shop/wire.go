@@ -35,7 +35,7 @@ func mountRoutes(p stack.Parts) (*stack.Background, error) {
 		RenderError: handlers.ErrorResponse, Metrics: idempotency.NewMetrics(registry), Journal: journal}
 	gateway := payments.NewGatewayClient(cfg.GatewayURL, cfg.GatewayTimeout)
 	gateway.ControlToken = cfg.GatewayControlToken // reconciliation reads the gateway's ledger
-	cards := handlers.NewCardFingerprint(cfg.WebhookSecret)
+	cards := handlers.NewCardFingerprint(p.Secret)
 
 	service := &payments.Service{
 		DB: db, Gateway: gateway, Render: handlers.RenderOperation,

@@ -1,5 +1,5 @@
 // Package lab is the failure lab's catalogue: scenarios as data, the invariants a run is
-// judged by, and the verdict. A scenario is run twice by a runner (cmd/shop's lab.go): once
+// judged by, and the verdict. A scenario is run twice by a runner (cmd/shop/internal/labrun): once
 // with every protection on, where every invariant must hold, and once with the one protection
 // it is about turned off, where the invariant it is about must break. The second run proves
 // that the switch really removes the mechanism, in the same code path: it is not a simulation.

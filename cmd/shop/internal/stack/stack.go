@@ -43,7 +43,7 @@ type Config struct {
 	DataDir              string
 	WebhookSecret        string
 	GatewayControlToken  string // the gateway's control API (and page) token; the in-process gateway requires it
-	ShopSecret           string // signing key of sessions, order links, operator logins; "" keeps one in DATA_DIR
+	ShopSecret           string // signs sessions, order links, operator logins; keys card fingerprints; "" keeps one in DATA_DIR
 	OpsPassword          string // "" makes one at each start, reached through the logged login link
 	ShopEnv              string // "development" or "production" (refuses the demo secrets)
 	CheckHosts           bool   // answer only requests for the shop's own host names
@@ -91,8 +91,11 @@ type Parts struct {
 	Echo *echo.Echo
 	// DB is migrated and seeded.
 	DB *gorm.DB
-	// Signer is the shop's signing key (SHOP_SECRET, or the key file in DATA_DIR), which
-	// every process of one shop shares: order links signed with it open in any of them.
+	// Secret is the shop's own secret (SHOP_SECRET, or the key file in DATA_DIR), never in
+	// the database and never shared with the gateway. Every process of one shop shares it:
+	// Signer's key is it, so an order link opens in any of them, and the card fingerprint
+	// derives its key from it, so a retry through another process fingerprints the card alike.
+	Secret []byte
 	Signer *handlers.Signer
 	// Operators is the operator login, for the wiring to mount and to guard the operator
 	// routes with.
@@ -114,6 +117,7 @@ type Stack struct {
 	logger  *slog.Logger
 	db      *gorm.DB
 	gateway *Gateway // nil with an external gateway
+	secret  []byte
 	signer  *handlers.Signer
 	ops     *handlers.OpsAuth
 	work    *Background
@@ -179,7 +183,10 @@ func (s *Stack) start(ctx context.Context, wire Wire) error {
 	if seeded {
 		s.logger.Info("seeded demo tenants acme and globex")
 	}
-	if s.signer, err = loadSigner(*cfg); err != nil {
+	if s.secret, err = loadSecret(*cfg); err != nil {
+		return err
+	}
+	if s.signer, err = handlers.NewSigner(s.secret); err != nil {
 		return err
 	}
 
@@ -215,7 +222,7 @@ func (s *Stack) start(ctx context.Context, wire Wire) error {
 	}
 	registry := handlers.NewRegistry()
 	e := handlers.NewRouter(s.logger, registry, opts...)
-	s.work, err = wire(Parts{Config: *cfg, Echo: e, DB: s.db, Signer: s.signer, Operators: s.ops,
+	s.work, err = wire(Parts{Config: *cfg, Echo: e, DB: s.db, Secret: s.secret, Signer: s.signer, Operators: s.ops,
 		Registry: registry, Logger: s.logger})
 	if err != nil {
 		ln.Close()
@@ -274,18 +281,14 @@ func (s *Stack) checkDemoSecrets(ctx context.Context) error {
 	return nil
 }
 
-// loadSigner returns the signer of cfg's key: SHOP_SECRET, or the key kept in the file
+// loadSecret returns the shop's secret: SHOP_SECRET, or the one kept in the file
 // DATA_DIR/shop.secret, made at the first start. Every process of one shop must share it —
 // the lab's crash shops and replicas on one database are given SHOP_SECRET or one DATA_DIR.
-func loadSigner(cfg Config) (*handlers.Signer, error) {
-	secret := []byte(cfg.ShopSecret)
-	if len(secret) == 0 {
-		var err error
-		if secret, err = handlers.LoadOrCreateSecret(filepath.Join(cfg.DataDir, "shop.secret")); err != nil {
-			return nil, err
-		}
+func loadSecret(cfg Config) ([]byte, error) {
+	if cfg.ShopSecret != "" {
+		return []byte(cfg.ShopSecret), nil
 	}
-	return handlers.NewSigner(secret)
+	return handlers.LoadOrCreateSecret(filepath.Join(cfg.DataDir, "shop.secret"))
 }
 
 // URL is the shop's base URL, e.g. "http://127.0.0.1:43121", with the port it really got.
