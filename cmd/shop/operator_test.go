@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -86,6 +87,31 @@ func TestOperatorTools(t *testing.T) {
 			t.Errorf("login link with next: got %d at %s, want 200 at /mailbox?tenant=acme", res.StatusCode, res.Request.URL.RequestURI())
 		}
 	})
+}
+
+// TestCheckHosts: with CHECK_HOSTS the shop answers only requests for its own host names, so
+// a DNS-rebinding page cannot reach it under a name of the attacker's; without, any Host is served.
+func TestCheckHosts(t *testing.T) {
+	for _, on := range []bool{true, false} {
+		st := MustStartShop(t, models.SQLite, map[string]string{"CHECK_HOSTS": strconv.FormatBool(on)})
+		for host, want := range map[string]int{"": http.StatusOK, "localhost": http.StatusOK, "rebind.attacker.example": http.StatusMisdirectedRequest} {
+			if !on {
+				want = http.StatusOK
+			}
+			req, _ := http.NewRequest(http.MethodGet, st.Shop+"/shop/acme", nil)
+			if host != "" {
+				req.Host = host
+			}
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Body.Close()
+			if res.StatusCode != want {
+				t.Errorf("CHECK_HOSTS=%v, Host %q: got %d, want %d", on, host, res.StatusCode, want)
+			}
+		}
+	}
 }
 
 // TestServeRefusesDemoSecretsInProduction: SHOP_ENV=production will not start with a secret

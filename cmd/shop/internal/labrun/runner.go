@@ -236,11 +236,12 @@ func (r *Runner) runningShop(shopURL, gatewayURL string) (*target, error) {
 		// Production leases and intervals: the completer may take a lease and more to step in.
 		settleWithin: 2*cfg.IdempotencyLease + cfg.CompleterInterval + 2*cfg.GatewayTimeout,
 		close:        func() {}}
-	for u, token := range map[string]string{t.shop + "/healthz": "", t.gateway + "/_control/faults": t.controlToken} {
-		var ignored any
-		if err := getJSON(context.Background(), t.http, u, token, &ignored); err != nil {
-			return nil, fmt.Errorf("lab: is the shop running, and is GATEWAY_CONTROL_TOKEN the gateway's? %w", err)
-		}
+	var ignored any
+	if err := getJSON(context.Background(), t.http, t.shop+"/healthz", "", &ignored); err != nil {
+		return nil, fmt.Errorf("lab: is the shop running? %w", err)
+	}
+	if err := getJSON(context.Background(), t.http, t.gateway+"/_control/faults", t.controlToken, &ignored); err != nil {
+		return nil, fmt.Errorf("lab: is the gateway running, and is GATEWAY_CONTROL_TOKEN its token? %w", err)
 	}
 	return t, nil
 }

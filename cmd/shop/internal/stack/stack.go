@@ -298,10 +298,6 @@ func (s *Stack) URL() string { return s.url }
 // cookie jar holds an operator session afterwards.
 func (s *Stack) OperatorLoginURL() string { return s.ops.LoginURL(s.url) }
 
-// OperatorCookie is a fresh operator session cookie, for a client that acts as an operator
-// without the login link.
-func (s *Stack) OperatorCookie() *http.Cookie { return s.ops.SessionCookie() }
-
 // OrderLink is the absolute signed link of an order's page, the one its receipt carries: it
 // opens the page for anyone who holds it.
 func (s *Stack) OrderLink(orderID string) string { return s.url + s.signer.OrderLink(orderID) }
