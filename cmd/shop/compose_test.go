@@ -57,7 +57,7 @@ func TestComposeFile(t *testing.T) {
 		}
 	}
 	// The variables the gateway process reads (cmd/fakegateway).
-	gatewayVars := []string{"GATEWAY_ADDR", "DATABASE_URL", "DATA_DIR", "SHOP_PUBLIC_URL", "WEBHOOK_SECRET"}
+	gatewayVars := []string{"GATEWAY_ADDR", "DATABASE_URL", "DATA_DIR", "SHOP_PUBLIC_URL", "WEBHOOK_SECRET", "GATEWAY_CONTROL_TOKEN"}
 	for k := range gw.Environment {
 		if !slices.Contains(gatewayVars, k) {
 			t.Errorf("gateway sets %s, which is not a gateway variable", k)
@@ -65,6 +65,10 @@ func TestComposeFile(t *testing.T) {
 	}
 	if shop.Environment["WEBHOOK_SECRET"] != gw.Environment["WEBHOOK_SECRET"] || shop.Environment["WEBHOOK_SECRET"] == "" {
 		t.Errorf("shop and gateway must share WEBHOOK_SECRET")
+	}
+	// The shop reads the gateway's ledger with the gateway's control token.
+	if shop.Environment["GATEWAY_CONTROL_TOKEN"] != gw.Environment["GATEWAY_CONTROL_TOKEN"] || shop.Environment["GATEWAY_CONTROL_TOKEN"] == "" {
+		t.Errorf("shop and gateway must share GATEWAY_CONTROL_TOKEN")
 	}
 	if !strings.HasPrefix(shop.Environment["GATEWAY_URL"], "http://gateway:") {
 		t.Errorf("shop GATEWAY_URL = %q, want the gateway service", shop.Environment["GATEWAY_URL"])

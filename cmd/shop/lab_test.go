@@ -88,7 +88,7 @@ func TestLabAgainstRunningShop(t *testing.T) {
 		}
 	}()
 	var out bytes.Buffer
-	err := run(context.Background(), []string{"lab", "run", "--json", "--shop", st.Shop, "--gateway", st.Gateway,
+	err := run(context.Background(), []string{"lab", "run", "--json", "--shop", st.Shop, "--gateway", st.Gateway.URL,
 		"lost_response", "webhook_before_response", "crash_before_response", "retry_after_retention"}, envOf(nil), &out)
 	close(stop)
 	if n := <-others; n == 0 {
@@ -113,7 +113,9 @@ func TestLabAgainstRunningShop(t *testing.T) {
 		t.Errorf("ran %s, want %s (a crash point and an early reaper need a lab stack)", got, want)
 	}
 	var armed struct{ Faults []any }
-	res, err := http.Get(st.Gateway + "/_control/faults")
+	req, _ := http.NewRequest(http.MethodGet, st.Gateway.URL+"/_control/faults", nil)
+	req.Header.Set("Authorization", "Bearer "+st.Gateway.Token)
+	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

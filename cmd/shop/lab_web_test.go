@@ -2,7 +2,6 @@ package main
 
 import (
 	"net/http"
-	"net/http/cookiejar"
 	"net/url"
 	"strings"
 	"testing"
@@ -20,8 +19,7 @@ import (
 // prevented, and each result page draws the run's journal.
 func TestLabPage(t *testing.T) {
 	st := MustStartShop(t, models.SQLite, fastEnv)
-	jar, _ := cookiejar.New(nil)
-	client := &http.Client{Jar: jar}
+	client := operatorClient(t, st)
 	page := func(res *http.Response, err error) *goquery.Document {
 		t.Helper()
 		if err != nil {
@@ -85,6 +83,7 @@ func TestBrowserLab(t *testing.T) {
 		mode, verdict string
 	}{{false, "unprotected", "reproduced"}, {true, "protected", "prevented"}} {
 		p := MustTab(t, browser, st, tc.noJS)
+		p.LoginOperator()
 		button := chromedp.CSS(card + `form[data-mode="` + tc.mode + `"] button`)
 		p.Do("open the lab", 20*time.Second, chromedp.Navigate(p.url("/lab")), chromedp.WaitVisible(button))
 		p.Do("run "+tc.mode, 10*time.Second, chromedp.Click(button))

@@ -104,7 +104,7 @@ func answerDetail(a Answer) string {
 func (c *client) play(ctx context.Context, t *target, step lab.Step) error {
 	switch {
 	case step.Fault != nil:
-		if err := ArmFault(ctx, c.http, t.gateway, step.Fault); err != nil {
+		if err := ArmFault(ctx, c.http, t.gateway, t.controlToken, step.Fault); err != nil {
 			return err
 		}
 	case step.Checkout != nil:

@@ -51,7 +51,7 @@ func (t *target) settle(ctx context.Context, since time.Time, email string) stri
 				Created time.Time `json:"created_at"`
 			} `json:"deliveries"`
 		}
-		if err := getJSON(ctx, t.http, t.gateway+"/_control/deliveries", "", &d); err != nil {
+		if err := getJSON(ctx, t.http, t.gateway+"/_control/deliveries", t.controlToken, &d); err != nil {
 			unsettled = append(unsettled, "the gateway's deliveries cannot be read: "+err.Error())
 		}
 		for _, x := range d.Deliveries {
@@ -109,7 +109,7 @@ func (t *target) ordersSince(ctx context.Context, since time.Time, email string)
 // evaluate checks the invariants over the orders created since the run began, and returns
 // their journals, with the client's own events, as the timeline.
 func (t *target) evaluate(ctx context.Context, s lab.Scenario, since time.Time, c *client) ([]lab.Check, []lab.Row, error) {
-	charges, err := Ledger(ctx, t.http, t.gateway)
+	charges, err := Ledger(ctx, t.http, t.gateway, t.controlToken)
 	if err != nil {
 		return nil, nil, err
 	}

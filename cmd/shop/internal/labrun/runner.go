@@ -120,6 +120,7 @@ func runOnShop(ctx context.Context, s lab.Scenario, t *target) lab.Result {
 	playAndJudge(ctx, s, t, true, &res)
 	// Leave no armed fault behind for the shop's real traffic.
 	if req, err := http.NewRequestWithContext(ctx, http.MethodDelete, t.gateway+"/_control/faults", nil); err == nil {
+		req.Header.Set("Authorization", "Bearer "+t.controlToken)
 		if resp, err := t.http.Do(req); err == nil {
 			resp.Body.Close()
 		}
@@ -155,6 +156,7 @@ func playAndJudge(ctx context.Context, s lab.Scenario, t *target, sameKey bool, 
 type target struct {
 	shop, gateway string
 	apiKeys       map[string]string
+	controlToken  string // of the gateway's control API
 	// db is the lab stack's database, for the one thing the lab does behind the shop's back:
 	// running the reaper early (ExpireKeys). nil for a running shop.
 	db *gorm.DB
@@ -209,8 +211,8 @@ func (r *Runner) startStack(ctx context.Context, p payments.Protections) (*targe
 		return nil, err
 	}
 	client, closeIdle := newHTTPClient()
-	return &target{shop: st.URL(), gateway: st.GatewayURL(), apiKeys: cfg.APIKeys, db: st.DB(), http: client,
-		settleWithin: 10 * time.Second,
+	return &target{shop: st.URL(), gateway: st.GatewayURL(), apiKeys: cfg.APIKeys, controlToken: cfg.GatewayControlToken,
+		db: st.DB(), http: client, settleWithin: 10 * time.Second,
 		close: func() {
 			closeIdle()
 			st.Close()
@@ -230,15 +232,16 @@ func (r *Runner) runningShop(shopURL, gatewayURL string) (*target, error) {
 		return nil, err
 	}
 	t := &target{shop: strings.TrimRight(shopURL, "/"), gateway: strings.TrimRight(gatewayURL, "/"),
-		apiKeys: cfg.APIKeys, http: &http.Client{Timeout: 30 * time.Second},
+		apiKeys: cfg.APIKeys, controlToken: cfg.GatewayControlToken, http: &http.Client{Timeout: 30 * time.Second},
 		// Production leases and intervals: the completer may take a lease and more to step in.
 		settleWithin: 2*cfg.IdempotencyLease + cfg.CompleterInterval + 2*cfg.GatewayTimeout,
 		close:        func() {}}
-	for _, u := range []string{t.shop + "/healthz", t.gateway + "/_control/faults"} {
-		var ignored any
-		if err := getJSON(context.Background(), t.http, u, "", &ignored); err != nil {
-			return nil, fmt.Errorf("lab: is the shop running? %w", err)
-		}
+	var ignored any
+	if err := getJSON(context.Background(), t.http, t.shop+"/healthz", "", &ignored); err != nil {
+		return nil, fmt.Errorf("lab: is the shop running? %w", err)
+	}
+	if err := getJSON(context.Background(), t.http, t.gateway+"/_control/faults", t.controlToken, &ignored); err != nil {
+		return nil, fmt.Errorf("lab: is the gateway running, and is GATEWAY_CONTROL_TOKEN its token? %w", err)
 	}
 	return t, nil
 }
