@@ -27,6 +27,7 @@ func mountRoutes(e *echo.Echo, cfg stack.Config, db *gorm.DB, registry *promethe
 	keys := models.NewIdempotencyStore(db)
 	effects := models.NewSideEffectStore(db)
 	journal := models.NewJournalStore(db, logger)
+	journal.WriteThrough = cfg.CrashAt != "" // a drill's shop dies at its crash point
 	withJournal := handlers.WithJournal(journal)
 	protect := cfg.Protections // all on, except in a failure-lab stack
 	if protect.Off != "" {

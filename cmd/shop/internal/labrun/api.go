@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"time"
 
+	"checkoutlab/fakegateway"
 	"checkoutlab/payments/lab"
 )
 
@@ -123,21 +124,29 @@ func card(ch lab.Checkout) string {
 }
 
 // Charge is an entry of the gateway's ledger.
-type Charge struct {
-	ID       string            `json:"id"`
-	Status   string            `json:"status"`
-	Amount   int64             `json:"amount"`
-	Metadata map[string]string `json:"metadata"` // the shop's tenant, order_id and payment_id
-}
+type Charge = lab.Charge
 
 // Ledger reads the gateway's ledger (GET /_control/ledger): every charge, whatever its status.
 func Ledger(ctx context.Context, client *http.Client, gatewayURL string) ([]Charge, error) {
 	var ledger struct{ Charges []Charge }
-	if err := getJSON(ctx, client, gatewayURL+"/_control/ledger", "", &ledger); err != nil {
+	if err := getJSON(ctx, client, gatewayURL+"/_control/ledger", controlToken, &ledger); err != nil {
 		return nil, fmt.Errorf("read the gateway ledger: %w", err)
 	}
 	return ledger.Charges, nil
 }
+
+// Deliveries reads the gateway's webhook delivery log (GET /_control/deliveries), newest first.
+func Deliveries(ctx context.Context, client *http.Client, gatewayURL string) ([]lab.Delivery, error) {
+	var d struct{ Deliveries []lab.Delivery }
+	if err := getJSON(ctx, client, gatewayURL+"/_control/deliveries", controlToken, &d); err != nil {
+		return nil, fmt.Errorf("read the gateway's deliveries: %w", err)
+	}
+	return d.Deliveries, nil
+}
+
+// controlToken is what the lab shows the gateway's control API (Authorization: Bearer): the
+// demo value its stacks run with. A gateway without a token ignores it.
+const controlToken = fakegateway.DemoControlToken
 
 // ArmFault arms a fault on the gateway (POST /_control/faults); fault is its JSON, e.g.
 // map[string]any{"fault": "commit_then_drop"}.
@@ -151,6 +160,7 @@ func ArmFault(ctx context.Context, client *http.Client, gatewayURL string, fault
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+controlToken)
 	res, err := client.Do(req)
 	if err != nil {
 		return fmt.Errorf("arm fault: %w", err)

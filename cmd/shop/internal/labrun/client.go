@@ -13,6 +13,7 @@ import (
 	"net/http/cookiejar"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -41,9 +42,10 @@ type client struct {
 	events []lab.Row
 }
 
-func newClient(t *target, sameKey bool) *client {
+// newClient is a client for t whose keys and customer come from seed.
+func newClient(t *target, sameKey bool, seed int64) *client {
 	return &client{shop: t.shop, apiKeys: t.apiKeys, http: t.http, sameKey: sameKey,
-		runID: models.NewID("run"), answers: map[string]map[string]bool{}, sent: map[string]bool{}}
+		runID: "run_" + strconv.FormatInt(seed, 36), answers: map[string]map[string]bool{}, sent: map[string]bool{}}
 }
 
 // record notes a client event under tenant/key.
