@@ -93,7 +93,7 @@ func mountRoutes(e *echo.Echo, cfg stack.Config, db *gorm.DB, registry *promethe
 		Grace: 2*cfg.IdempotencyLease + cfg.CompleterInterval + 2*cfg.GatewayTimeout}
 	(&handlers.ReconciliationAPI{Reconciler: reconciler}).Routes(api)
 	(&handlers.OpsPages{Mailbox: effects, Reconciler: reconciler, Tenants: tenants}).Routes(e)
-	(&handlers.LabPages{Runner: cfg.Lab, GatewayURL: cfg.GatewayURL}).Routes(e)
+	(&handlers.LabPages{Runner: cfg.Lab, Runs: models.NewLabRunStore(db), GatewayURL: cfg.GatewayURL, Logger: logger}).Routes(e)
 	(&handlers.DemoTools{GatewayURL: cfg.GatewayURL, Reset: func(ctx context.Context) error {
 		_, err := models.ResetDemo(ctx, db, models.DemoTenants(cfg.APIKeys))
 		return err

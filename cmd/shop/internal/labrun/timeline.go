@@ -207,12 +207,12 @@ func (b *timeline) addCharge(c lab.Charge, at time.Time, harm bool) {
 		}
 	}
 	ev := lab.Event{At: at, Kind: "charge", ChargeID: c.ID, Order: c.Metadata["order_id"],
-		Label: fmt.Sprintf("POST /charges → %s, %s", c.ID, what),
+		Label: "POST /charges: " + what,
 		Detail: fmt.Sprintf("The gateway's ledger: charge %s, %s %s, status %s, under the gateway key %q, for order %s (payment %s).",
 			c.ID, money(c.Amount, c.Currency), strings.ToUpper(c.Currency), c.Status, c.IdempotencyKey, c.Metadata["order_id"], c.Metadata["payment_id"])}
 	if harm {
 		ev.Decisive, ev.Tone = true, "harm"
-		ev.Label = "second charge! " + ev.Label
+		ev.Label = "second charge! " + what
 		ev.Detail += " This charge took money the customer did not mean to pay."
 	}
 	b.chargeReq[c.ID] = b.send(ev, "shop", "gateway", lab.MessageRequest, -1, c.ID)
