@@ -120,7 +120,7 @@ func (c *client) play(ctx context.Context, t *target, step lab.Step) error {
 		var wg sync.WaitGroup
 		start := make(chan struct{})
 		for i := range copies {
-			wg.Go(func() { <-start; last[i] = c.checkout(ctx, *step.Checkout) })
+			wg.Go(func() { <-start; last[i] = c.checkout(ctx, *step.Checkout, copyName(i, copies)) })
 		}
 		close(start)
 		wg.Wait()
@@ -188,9 +188,18 @@ func (c *client) connect(ctx context.Context, n int) {
 	wg.Wait()
 }
 
+// copyName names copy i of n identical requests in the client's record ("copy 2 of 20"), so
+// that each answer is matched with its own request; "" for a single request.
+func copyName(i, n int) string {
+	if n == 1 {
+		return ""
+	}
+	return fmt.Sprintf(" (copy %d of %d)", i+1, n)
+}
+
 // checkout sends one checkout and, if ch.Retry, retries until a final answer. It returns the
-// last answer.
-func (c *client) checkout(ctx context.Context, ch lab.Checkout) Answer {
+// last answer. copy names the copy in the client's record.
+func (c *client) checkout(ctx context.Context, ch lab.Checkout, copy string) Answer {
 	tenant := ch.Tenant
 	if tenant == "" {
 		tenant = "acme"
@@ -213,9 +222,9 @@ func (c *client) checkout(ctx context.Context, ch lab.Checkout) Answer {
 		c.mu.Lock()
 		c.sent[tenant+"/"+key] = true
 		c.mu.Unlock()
-		c.record(tenant, key, fmt.Sprintf("sent attempt %d with key %s", attempt, key))
+		c.record(tenant, key, fmt.Sprintf("sent attempt %d with key %s%s", attempt, key, copy))
 		a = send(key)
-		c.record(tenant, key, answerDetail(a))
+		c.record(tenant, key, answerDetail(a)+copy)
 		if a.Err == nil && (a.Status < 300 || a.Status == http.StatusPaymentRequired) {
 			c.note(tenant, key, a.OrderID())
 		}

@@ -33,6 +33,7 @@ var actorLane = map[string]string{
 
 var (
 	attemptRe = regexp.MustCompile(`^sent attempt (\d+)`)
+	copyRe    = regexp.MustCompile(` \(copy (\d+) of \d+\)$`)
 	chargeRe  = regexp.MustCompile(`\bch_[a-z0-9]+`)
 	eventRe   = regexp.MustCompile(`\bevt_[a-z0-9]+`)
 )
@@ -285,17 +286,22 @@ func (b *timeline) addRow(r lab.Row) {
 
 // addClient adds what the client sent and saw.
 func (b *timeline) addClient(ev lab.Event, r lab.Row) {
+	// Identical copies sent at once share a key: each answer goes with its own copy's request.
+	who, copy := r.Key, ""
+	if m := copyRe.FindStringSubmatch(r.Detail); m != nil {
+		who, copy = r.Key+" copy "+m[1], " · copy "+m[1]
+	}
 	if m := attemptRe.FindStringSubmatch(r.Detail); m != nil {
-		ev.Label = "POST checkout · attempt " + m[1]
-		b.open[r.Key] = b.send(ev, "client", "shop", lab.MessageRequest, -1, r.Key+"#"+m[1])
+		ev.Label = "POST checkout · attempt " + m[1] + copy
+		b.open[who] = b.send(ev, "client", "shop", lab.MessageRequest, -1, who+" #"+m[1])
 		return
 	}
-	req, ok := b.open[r.Key]
+	req, ok := b.open[who]
 	if !ok {
 		b.step(ev, "client")
 		return
 	}
-	delete(b.open, r.Key)
+	delete(b.open, who)
 	if strings.HasPrefix(r.Detail, "no answer") {
 		b.answered[req] = true
 		ev.Kind, ev.Tone, ev.Label = "lost", "fault", "no answer: connection lost"
