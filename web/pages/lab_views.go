@@ -113,22 +113,22 @@ type LabTimeline struct {
 
 // LabTimelineRow is one event of the timeline, or a break for a long gap (Gap set).
 type LabTimelineRow struct {
-	Gap                string // "1.7 s later"
-	Index              int
-	Time               string
-	Kind, Label        string
-	Detail             string
-	Lane               string
-	Message            int    // index in the run's messages, -1 for none
-	MessageKind        string // request, response, webhook, job; "" for a mark or a step
-	From, To           string
-	Start, Span        int // the columns the arrow (or the mark) covers, 0-based, and how many
-	Leftward, Mark     bool
-	Decisive           bool
-	Tone               string
+	Gap                 string // "1.7 s later"
+	Index               int
+	Time                string
+	Kind, Label         string
+	Detail              string
+	Lane                string
+	Message             int    // index in the run's messages, -1 for none
+	MessageKind         string // request, response, webhook, job; "" for a mark or a step
+	From, To            string
+	Start, Span         int // the columns the arrow (or the mark) covers, 0-based, and how many
+	Leftward, Mark      bool
+	Decisive            bool
+	Tone                string
 	ChargeID, ChargeURL string
-	Key, Order         string
-	Prompt             string // presenter mode asks this before revealing the row
+	Key, Order          string
+	Prompt              string // presenter mode asks this before revealing the row
 }
 
 // LabLedgerPage is a run's own snapshot of the gateway's ledger.
