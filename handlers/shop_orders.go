@@ -2,12 +2,14 @@ package handlers
 
 import (
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 
 	"github.com/labstack/echo/v4"
 
 	"checkoutlab/models"
+	"checkoutlab/payments"
 	"checkoutlab/web/components"
 	"checkoutlab/web/pages"
 )
@@ -71,9 +73,17 @@ func (s *Storefront) order(c echo.Context) error {
 		// The journal is for people looking into an order; if it cannot be read, the
 		// customer still gets the order page, without that section.
 		evs, _ := s.Journal.ForOrder(ctx, o.ID)
+		lost := false
 		for _, ev := range evs {
-			vm.Journal = append(vm.Journal, pages.JournalRow{At: ev.At.UTC().Format("15:04:05.000"),
-				Actor: ev.Actor, Event: ev.Kind, Detail: ev.Detail})
+			row := pages.JournalRow{At: ev.At.UTC().Format("15:04:05.000"), Actor: ev.Actor, Event: ev.Kind, Detail: ev.Detail}
+			if row.ChargeID = journalChargeID.FindString(ev.Detail); row.ChargeID != "" {
+				row.ChargeURL = "/gateway#" + row.ChargeID // the charge's row in the gateway's ledger
+			}
+			lost = lost || ev.Kind == models.JournalGatewayCharge && strings.HasPrefix(ev.Detail, payments.OutcomeUnknown.String())
+			vm.Journal = append(vm.Journal, row)
+		}
+		if lost && o.Status == models.OrderPaid && succeededPayments(o) == 1 {
+			vm.Recovered = "Response lost — recovered, charged once"
 		}
 	}
 	// The order can take a new payment when it is not paid and no payment is in flight: a
@@ -84,6 +94,20 @@ func (s *Storefront) order(c echo.Context) error {
 		vm.Layout.Scripts = []string{"/static/js/checkout.js"} // the pay form gets the same safe retries
 	}
 	return render(c, http.StatusOK, pages.Order(vm))
+}
+
+// journalChargeID finds the gateway charge a journal event names.
+var journalChargeID = regexp.MustCompile(`\bch_[a-z0-9]+`)
+
+// succeededPayments counts o's payments that took the money.
+func succeededPayments(o *models.Order) int {
+	n := 0
+	for _, p := range o.Payments {
+		if p.Status == models.PaymentSucceeded {
+			n++
+		}
+	}
+	return n
 }
 
 // paymentPoll answers the order page's htmx poll (GET /orders/:id?poll=payment): the same
