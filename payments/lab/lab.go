@@ -138,7 +138,9 @@ var Scenarios = []Scenario{
 		Mechanism: "Server-side idempotency: the second request finds the key (in progress: 409, retry; completed: the stored answer replayed) and never runs the operation.",
 		Switch:    payments.SwitchServerIdempotency, Breaks: OrdersPerKey, PaidOrders: 1,
 		Links: []string{"handlers/idempotency.go", "models/idempotency.go", "docs/idempotency.md"},
-		Steps: []Step{checkout(Checkout{Key: "double-click", Copies: 2, Retry: true})},
+		// The copies leave together (the client's start barrier); a slow gateway keeps the
+		// first one's operation open until the second has arrived, on any machine.
+		Steps: []Step{fault("latency", "delay_ms", 500), checkout(Checkout{Key: "double-click", Copies: 2, Retry: true})},
 	},
 	{
 		Name: "twenty_concurrent", Title: "Twenty concurrent requests on one key", Family: FamilyConcurrency,
@@ -146,7 +148,7 @@ var Scenarios = []Scenario{
 		Mechanism: "An atomic reservation: one INSERT … ON CONFLICT DO NOTHING with an in-progress state; exactly one request owns the key, the others get 409 and later the stored answer.",
 		Switch:    payments.SwitchAtomicReservation, Breaks: PaidOrders, PaidOrders: 1,
 		Links: []string{"models/idempotency.go", "docs/idempotency.md"},
-		Steps: []Step{checkout(Checkout{Key: "twenty", Copies: 20, Retry: true})},
+		Steps: []Step{fault("latency", "delay_ms", 500), checkout(Checkout{Key: "twenty", Copies: 20, Retry: true})},
 	},
 	{
 		Name: "lost_response", Title: "Lost response after the charge", Family: FamilyClient,
