@@ -166,11 +166,11 @@ func (h *LabPages) find(name string) (lab.Scenario, bool) {
 func (h *LabPages) run(c echo.Context) error {
 	s, ok := h.find(c.Param("scenario"))
 	if !ok {
-		return models.Errorf(models.KindNotFound, models.ErrNotFound.Code, "no lab scenario %q", c.Param("scenario"))
+		return models.ErrNotFound.Msgf("no lab scenario %q", c.Param("scenario"))
 	}
 	mode := lab.Mode(c.FormValue("mode"))
 	if mode != lab.Protected && mode != lab.Unprotected {
-		return models.Errorf(models.KindInvalid, models.ErrInvalid.Code, "mode must be %q or %q", lab.Protected, lab.Unprotected)
+		return models.ErrInvalid.Msgf("mode must be %q or %q", lab.Protected, lab.Unprotected)
 	}
 	if !h.running.TryLock() {
 		vm := pages.LabBusyPage{Layout: labLayout("A run is in progress"), CatalogueURL: "/lab"}
@@ -264,7 +264,7 @@ func (h *LabPages) result(c echo.Context) error {
 		return err
 	}
 	if format != "" && res == nil {
-		return models.Errorf(models.KindConflict, models.ErrConflict.Code, "lab run %s is still running", id)
+		return models.ErrNotFound.Msgf("lab run %s has no result yet: it is still running", id)
 	}
 	switch format {
 	case ".json":
@@ -390,7 +390,7 @@ func (h *LabPages) loadDone(c echo.Context) (*models.LabRun, *lab.Result, lab.Sc
 		return nil, nil, lab.Scenario{}, err
 	}
 	if res == nil {
-		return nil, nil, lab.Scenario{}, models.Errorf(models.KindNotFound, models.ErrNotFound.Code, "lab run %s has no result yet", run.ID)
+		return nil, nil, lab.Scenario{}, models.ErrNotFound.Msgf("lab run %s has no result yet", run.ID)
 	}
 	s, ok := h.find(run.Scenario)
 	if !ok {
@@ -479,7 +479,7 @@ func (h *LabPages) reconciliation(c echo.Context) error {
 func (h *LabPages) compare(c echo.Context) error {
 	s, ok := h.find(c.Param("scenario"))
 	if !ok {
-		return models.Errorf(models.KindNotFound, models.ErrNotFound.Code, "no lab scenario %q", c.Param("scenario"))
+		return models.ErrNotFound.Msgf("no lab scenario %q", c.Param("scenario"))
 	}
 	latest, err := h.Runs.Latest(c.Request().Context())
 	if err != nil {

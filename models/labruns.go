@@ -55,7 +55,7 @@ func (s *LabRunStore) Finish(ctx context.Context, id string, ok bool, outcome, r
 		return fmt.Errorf("finish lab run: %w", res.Error)
 	}
 	if res.RowsAffected == 0 {
-		return Errorf(KindNotFound, ErrNotFound.Code, "no lab run %q", id)
+		return ErrNotFound.Msgf("no lab run %q", id)
 	}
 	return nil
 }
@@ -65,7 +65,7 @@ func (s *LabRunStore) Get(ctx context.Context, id string) (*LabRun, error) {
 	var run LabRun
 	err := s.db.WithContext(ctx).Where("id = ?", id).Take(&run).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return nil, Errorf(KindNotFound, ErrNotFound.Code, "no lab run %q", id)
+		return nil, ErrNotFound.Msgf("no lab run %q", id)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("get lab run: %w", err)

@@ -155,6 +155,16 @@ type OrderPage struct {
 	// Recovered says, when the gateway's answer was lost and the order was still charged only
 	// once, that the shop recovered ("Response lost — recovered, charged once").
 	Recovered string
+	// JournalPage says which part of a long journal Journal is, with links to the rest.
+	JournalPage JournalPage
+}
+
+// JournalPage says which events of a long journal a page shows, with links to the others.
+type JournalPage struct {
+	Showing string // "12 events", or "events 101–200 of 4012"
+	Earlier string // the page before; "" on the first
+	Later   string // the page after; "" on the last
+	Open    bool   // the reader asked for a page of it: show the journal unfolded
 }
 
 // JournalRow is one event of an order's journal, as shown in "What happened".

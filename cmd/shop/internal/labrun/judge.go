@@ -120,6 +120,11 @@ func (t *target) evaluate(ctx context.Context, s lab.Scenario, since time.Time, 
 	}
 
 	res.Checks = checksOf(s, orders, charges, c.answerSets())
+	repair, err := t.repairChecks(ctx, s, orders, charges)
+	if err != nil {
+		return err
+	}
+	res.Checks = append(res.Checks, repair...)
 	res.Ledger, res.Deliveries = t.runsOwn(orders, charges, deliveries)
 
 	rows := c.rows()
