@@ -30,7 +30,7 @@ func mountRoutes(e *echo.Echo, cfg stack.Config, db *gorm.DB, registry *promethe
 	effects := models.NewSideEffectStore(db)
 	journal := models.NewJournalStore(db, logger)
 	journal.WriteThrough = cfg.CrashAt != "" // a drill's shop dies at its crash point
-	protect := cfg.Protections // all on, except in a failure-lab stack
+	protect := cfg.Protections               // all on, except in a failure-lab stack
 	if protect.Off != "" {
 		logger.Warn("FAILURE LAB STACK: a protection is OFF; this shop double-charges on purpose. Never run it for real customers.",
 			"protection_off", string(protect.Off))
