@@ -334,41 +334,35 @@ func screenshot(t *testing.T, p *Page, name string) {
 	}
 }
 
-// TestOrderPageLostResponseFirstRender: the order page of a lost-response order, opened the
-// moment the retry is answered, already lists the retry that settled it — the journal's
-// queued events are written before the page reads them — with the recovery called out and
-// the charge linked to its row in the gateway's ledger. On both databases.
+// TestOrderPageLostResponseFirstRender: a customer's checkout whose first answer is lost; the
+// page retries by itself and opens the order. That first render of the order page already
+// lists the retry that settled it — the journal's queued events are written before the page
+// reads them — with the recovery called out and the charge linked to its row in the gateway's
+// ledger. On both databases, in Chromium.
 func TestOrderPageLostResponseFirstRender(t *testing.T) {
 	for _, dialect := range []string{models.SQLite, models.Postgres} {
 		t.Run(dialect, func(t *testing.T) {
+			browser := MustBrowser(t)
 			st := MustStartShop(t, dialect, fastEnv)
 			armFault(t, st.Gateway, map[string]any{"fault": "webhook_delay", "delay_ms": 3000}) // the retry settles it
-			body := checkoutBody("4000000000000119")
-			if first := post(st.Shop, "/api/v1/checkout", "first-render", body); first.Status != http.StatusBadGateway {
-				t.Fatalf("first attempt: got %d %s, want 502", first.Status, first.Raw)
-			}
-			a, _ := retryUntilFinal(t, st.Shop, "/api/v1/checkout", "first-render", body, 30)
-			if a.Status != http.StatusCreated {
-				t.Fatalf("retry: got %d %s, want 201", a.Status, a.Raw)
-			}
-			page := mustPage(t, st.Shop+"/orders/"+a.OrderID())
-			var lines []string
-			page.Find(`[data-testid="journal-event"]`).Each(func(_ int, s *goquery.Selection) {
-				lines = append(lines, strings.Join(strings.Fields(s.Text()), " "))
-			})
+			p := MustTab(t, browser, st, false)
+			p.AddToCartAndCheckout("camp-mug")
+			p.Fill(cardLost)
+			p.PlaceOrder()
+			p.WaitConfirmation(30 * time.Second)
+			lines := Eval[[]string](p, `[...document.querySelectorAll('[data-testid="journal-event"]')].map(e => e.textContent.replace(/\s+/g, " ").trim())`)
 			for _, want := range []string{"reserved: taken over", "lookup found the charge", "finished: payment succeeded", "disposition stored: 201"} {
 				if !slices.ContainsFunc(lines, func(l string) bool { return strings.Contains(l, want) }) {
 					t.Errorf("first render: no event with %q in %d events:\n  %s", want, len(lines), strings.Join(lines, "\n  "))
 				}
 			}
-			if got := page.Find(`[data-testid="journal-recovered"]`).Text(); got != "Response lost — recovered, charged once" {
+			if got := Eval[string](p, `(document.querySelector('[data-testid="journal-recovered"]') || {}).textContent || ""`); got != "Response lost — recovered, charged once" {
 				t.Errorf("got callout %q, want the recovery called out", got)
 			}
-			link := page.Find(`[data-testid="journal-charge-link"]`).First().AttrOr("href", "")
-			if !strings.HasPrefix(link, "/gateway#ch_") {
+			if link := Eval[string](p, `(document.querySelector('[data-testid="journal-charge-link"]') || {}).getAttribute?.("href") || ""`); !strings.HasPrefix(link, "/gateway#ch_") {
 				t.Errorf("got charge link %q, want /gateway#<charge id>", link)
 			}
-			if page.Find(`[data-testid="journal-glossary"]`).Length() != 1 {
+			if n := Eval[int](p, `document.querySelectorAll('[data-testid="journal-glossary"]').length`); n != 1 {
 				t.Error("want the one-line glossary of reservation, phase and disposition")
 			}
 		})
