@@ -45,6 +45,8 @@ type Stack struct {
 	Gateway string // base URL of the in-process fake gateway
 	Env     map[string]string
 	DB      *gorm.DB // the shop's database
+	// Stop stops the stack before the test ends (a restart test); it is stopped then anyway.
+	Stop func() error
 }
 
 // MustStartShop starts the real shop — the configuration and wiring of `serve` — in this
@@ -73,7 +75,7 @@ func MustStartShop(tb testing.TB, dialect string, extra map[string]string) Stack
 			tb.Errorf("close the shop: got %v, want a clean shutdown", err)
 		}
 	})
-	return Stack{Shop: st.URL(), Gateway: st.GatewayURL(), Env: env, DB: st.DB()}
+	return Stack{Shop: st.URL(), Gateway: st.GatewayURL(), Env: env, DB: st.DB(), Stop: st.Close}
 }
 
 var (

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
@@ -19,7 +18,6 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 
-	"checkoutlab/cmd/shop/internal/stack"
 	"checkoutlab/models"
 	"checkoutlab/payments/lab"
 )
@@ -103,44 +101,24 @@ func (c *labClient) runJSON(path string) lab.Result {
 	return r
 }
 
-// startShopIn starts the real shop on the SQLite database in dir, and returns it with a stop
-// function: TestLabRunsSurviveRestart stops it and starts another on the same files.
-func startShopIn(tb testing.TB, dir string) (*stack.Stack, func()) {
-	tb.Helper()
-	env := withEnv(fastEnv, map[string]string{"SHOP_ADDR": "127.0.0.1:0", "GATEWAY_ADDR": "127.0.0.1:0", "DATA_DIR": dir, "LOG_LEVEL": "warn"})
-	cfg, err := loadConfig(nil, envOf(env), io.Discard)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	cfg.Lab = testLab(tb, "")
-	st, err := stack.Start(context.Background(), cfg, mountRoutes)
-	if err != nil {
-		tb.Fatalf("start the shop: %v", err)
-	}
-	return st, func() {
-		if err := st.Close(); err != nil {
-			tb.Errorf("close the shop: %v", err)
-		}
-	}
-}
-
 // TestLabRunsSurviveRestart: a run started from /lab is kept in the shop's own database: after
 // the shop restarts, its page, its listing and its exports still answer.
 func TestLabRunsSurviveRestart(t *testing.T) {
-	dir := t.TempDir()
-	st, stop := startShopIn(t, dir)
-	c := newLabClient(t, st.URL())
+	files := map[string]string{"DATA_DIR": t.TempDir()} // one SQLite database for both shops
+	st := MustStartShop(t, models.SQLite, withEnv(fastEnv, files))
+	c := newLabClient(t, st.Shop)
 	c.get("/lab", http.StatusOK)
 	path, status, _ := c.start("lost_response", "unprotected")
 	if status != http.StatusSeeOther || !strings.HasPrefix(path, "/lab/runs/labrun_") {
 		t.Fatalf("got %d to %q, want 303 to /lab/runs/labrun_…", status, path)
 	}
 	before := c.result(path).Find(`[data-testid="lab-verdict"]`).AttrOr("data-outcome", "")
-	stop()
+	if err := st.Stop(); err != nil {
+		t.Fatalf("stop the shop: %v", err)
+	}
 
-	st, stop = startShopIn(t, dir)
-	defer stop()
-	c = newLabClient(t, st.URL())
+	st = MustStartShop(t, models.SQLite, withEnv(fastEnv, files))
+	c = newLabClient(t, st.Shop)
 	doc := c.get(path, http.StatusOK)
 	if got := doc.Find(`[data-testid="lab-verdict"]`).AttrOr("data-outcome", ""); got != "double_charge" || got != before {
 		t.Errorf("after a restart: got outcome %q, want double_charge as before (%q)", got, before)
