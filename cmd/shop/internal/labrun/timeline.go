@@ -42,7 +42,13 @@ var (
 // paidOrders is how many orders the customers meant to pay: a charge of an order beyond them,
 // like a second charge of one order, is harm.
 func Timeline(res lab.Result, paidOrders int) ([]lab.Event, []lab.Message) {
-	b := &timeline{open: map[string]int{}, chargeReq: map[string]int{}, answered: map[int]bool{}}
+	b := &timeline{open: map[string]int{}, chargeReq: map[string]int{}, answered: map[int]bool{},
+		owner: map[string]string{}, keyOf: map[string]string{}}
+	for _, r := range res.Timeline {
+		if r.Order != "" && r.Key != "" {
+			b.keyOf[r.Order] = r.Key
+		}
+	}
 	for _, d := range b.draft(res, paidOrders) {
 		b.add(d)
 	}
@@ -150,6 +156,18 @@ type timeline struct {
 	chargeReq map[string]int
 	answered  map[int]bool
 	marks     map[string]bool
+	// owner is who runs each key's operation now: "shop" (a request that reserved it) or
+	// "jobs" (the completer, once it claimed it); keyOf is the key of each order.
+	owner map[string]string
+	keyOf map[string]string
+}
+
+// runner is the lane that runs the operation of key: the shop, unless the completer took it.
+func (b *timeline) runner(key string) string {
+	if o := b.owner[key]; o != "" {
+		return o
+	}
+	return "shop"
 }
 
 // send adds ev as a message from → to of kind; answers is the request it answers, or -1.
@@ -216,7 +234,7 @@ func (b *timeline) addCharge(c lab.Charge, at time.Time, harm bool) {
 		ev.Label = "second charge! " + what
 		ev.Detail += " This charge took money the customer did not mean to pay."
 	}
-	b.chargeReq[c.ID] = b.send(ev, "shop", "gateway", lab.MessageRequest, -1, c.ID)
+	b.chargeReq[c.ID] = b.send(ev, b.runner(b.keyOf[ev.Order]), "gateway", lab.MessageRequest, -1, c.ID)
 }
 
 // addRow adds one line of the journal, or of the client's own record.
@@ -240,24 +258,28 @@ func (b *timeline) addRow(r lab.Row) {
 		if strings.Contains(r.Detail, "replayed") || strings.Contains(r.Detail, "taken over") {
 			ev.Tone = "recovery"
 		}
+		if outcome == "reserved" {
+			b.owner[r.Key] = "shop" // this request runs the operation now
+		}
 		b.send(ev, "shop", "database", lab.MessageRequest, -1, r.Key)
 	case r.Kind == models.JournalPhase:
 		ev.Label = "COMMIT " + outcome
-		b.send(ev, "shop", "database", lab.MessageRequest, -1, r.Key)
+		b.send(ev, b.runner(r.Key), "database", lab.MessageRequest, -1, r.Key)
 	case r.Kind == models.JournalDisposition:
 		ev.Label = "key " + short(r.Detail)
-		b.send(ev, "shop", "database", lab.MessageRequest, -1, r.Key)
+		b.send(ev, b.runner(r.Key), "database", lab.MessageRequest, -1, r.Key)
 	case r.Kind == models.JournalGatewayCharge:
 		b.addChargeAnswer(ev, r, outcome)
 	case r.Kind == models.JournalGatewayLookup:
+		who := b.runner(r.Key)
 		req := b.send(lab.Event{At: r.At, Kind: "lookup_request", Key: r.Key, Order: r.Order,
 			Label: "GET /charges?key=…: what happened?", Detail: "The shop asks the gateway's ledger under the payment's gateway key before it charges again."},
-			"shop", "gateway", lab.MessageRequest, -1, r.Order)
+			who, "gateway", lab.MessageRequest, -1, r.Order)
 		ev.ChargeID = chargeRe.FindString(r.Detail)
 		if strings.HasPrefix(r.Detail, "found") {
 			ev.Decisive, ev.Tone = true, "recovery"
 		}
-		b.send(ev, "gateway", "shop", lab.MessageResponse, req, r.Order)
+		b.send(ev, "gateway", who, lab.MessageResponse, req, r.Order)
 	case r.Kind == models.JournalWebhook:
 		ev.ChargeID = chargeRe.FindString(r.Detail)
 		ev.Label = webhookLabel(r.Detail, outcome)
@@ -274,6 +296,9 @@ func (b *timeline) addRow(r lab.Row) {
 	case r.Kind == models.JournalClaim:
 		ev.Label = "claim: " + outcome
 		ev.Tone = "recovery"
+		if outcome == "claimed" {
+			b.owner[r.Key] = "jobs" // the completer runs the operation now
+		}
 		b.send(ev, "jobs", "database", lab.MessageJob, -1, r.Key)
 	default:
 		lane := actorLane[r.Actor]
@@ -338,17 +363,18 @@ func (b *timeline) addChargeAnswer(ev lab.Event, r lab.Row, outcome string) {
 		// shop's journal is the evidence that the request was sent.
 		req = b.send(lab.Event{At: r.At, Kind: "charge_request", Key: r.Key, Order: r.Order,
 			Label: "POST /charges", Detail: "The shop asks the gateway to charge the card; the gateway made no charge."},
-			"shop", "gateway", lab.MessageRequest, -1, r.Order)
+			b.runner(r.Key), "gateway", lab.MessageRequest, -1, r.Order)
 	}
+	asked := b.messages[req].From // the answer goes back to whoever asked
 	if outcome == "unknown" {
 		b.answered[req] = true
 		ev.Tone, ev.Label = "fault", "no answer from the gateway"
-		b.mark(ev, "shop")
+		b.mark(ev, asked)
 		return
 	}
 	ev.ChargeID = id
 	ev.Label = "answer: " + short(r.Detail)
-	b.send(ev, "gateway", "shop", lab.MessageResponse, req, b.messages[req].Ref)
+	b.send(ev, "gateway", asked, lab.MessageResponse, req, b.messages[req].Ref)
 }
 
 // webhookLabel is "charge.succeeded → applied".
