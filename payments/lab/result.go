@@ -2,6 +2,7 @@ package lab
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"checkoutlab/payments"
@@ -215,35 +216,46 @@ func Assess(r *Result, paidOrders int) {
 // Headline says in money what happened to the customer, e.g. "Charged twice: 2 × $39.00
 // for one order". money formats an amount (the views' formatter).
 func Headline(r Result, money func(int64, string) string) string {
-	cur := r.Charged.Currency
-	moved := []int64{}
+	var moved []Charge
 	for _, c := range r.Ledger {
 		if c.MoneyMoved() {
-			moved = append(moved, c.Amount)
+			moved = append(moved, c)
 		}
 	}
-	times := func() string {
+	// charged is "2 × $28.00", or "$28.00 + €24.90" when the charges differ.
+	charged := func() string {
 		if len(moved) == 0 {
 			return "no money moved"
 		}
-		same := true
-		for _, a := range moved {
-			same = same && a == moved[0]
+		var parts []string
+		for _, c := range moved {
+			if c.Amount != moved[0].Amount || c.Currency != moved[0].Currency {
+				for _, c := range moved {
+					parts = append(parts, money(c.Amount, c.Currency))
+				}
+				return strings.Join(parts, " + ")
+			}
 		}
-		if same {
-			return fmt.Sprintf("%d × %s", len(moved), money(moved[0], cur))
+		return fmt.Sprintf("%d × %s", len(moved), money(moved[0].Amount, moved[0].Currency))
+	}
+	once := func() string {
+		if len(moved) == 1 {
+			return money(moved[0].Amount, moved[0].Currency)
 		}
-		return money(r.Charged.Amount, cur) + " in " + fmt.Sprint(len(moved)) + " charges"
+		return charged()
 	}
 	switch r.Outcome {
 	case OutcomeDoubleCharge:
-		return fmt.Sprintf("Charged twice: %s for one order", times())
+		return fmt.Sprintf("Charged twice: %s for one order", charged())
 	case OutcomeDuplicateOrder:
-		return fmt.Sprintf("Duplicate order: %s, %s too much", times(), money(r.Overcharged.Amount, cur))
+		if len(moved) == 0 {
+			return "Duplicate order: two orders, no money moved"
+		}
+		return fmt.Sprintf("Duplicate order: %s, %s too much", charged(), money(r.Overcharged.Amount, r.Overcharged.Currency))
 	case OutcomeDuplicateEffect:
-		return fmt.Sprintf("Duplicate receipt: charged %s, but the order's receipt went out twice", times())
+		return fmt.Sprintf("Duplicate receipt: charged %s once, the receipt sent twice", once())
 	case OutcomeStatusRegressed:
-		return fmt.Sprintf("Status went back: charged %s, but the order no longer shows it paid", times())
+		return fmt.Sprintf("Status went back: charged %s, the order says otherwise", once())
 	case "":
 		return "No verdict: the run failed"
 	}
@@ -251,7 +263,7 @@ func Headline(r Result, money func(int64, string) string) string {
 	case 0:
 		return "Charged nothing: no money moved"
 	case 1:
-		return "Charged once: " + money(moved[0], cur)
+		return "Charged once: " + once()
 	}
-	return fmt.Sprintf("Charged as bought: %s, one charge per order", times())
+	return fmt.Sprintf("Charged as bought: %s, one charge per order", charged())
 }

@@ -194,7 +194,8 @@ func printResults(w io.Writer, results []lab.Result) {
 		if r.Unsettled != "" {
 			verdict += " (unsettled)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", mark, r.Scenario, mode, lab.Headline(r, components.Money), verdict)
+		// The headline is cut so that the verdict stays on the line; --verbose has it whole.
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", mark, r.Scenario, mode, clip(lab.Headline(r, components.Money), 44), verdict)
 	}
 	tw.Flush()
 	for _, line := range strings.SplitAfter(b.String(), "\n") {
@@ -218,7 +219,7 @@ func clip(line string, width int) string {
 // printDetails is --verbose: every run's invariants, and what was still going on.
 func printDetails(w io.Writer, results []lab.Result) {
 	for _, r := range results {
-		fmt.Fprintf(w, "\n%s (%s): %s\n", r.Scenario, r.Mode, r.Verdict)
+		fmt.Fprintf(w, "\n%s (%s): %s\n  %s\n", r.Scenario, r.Mode, r.Verdict, lab.Headline(r, components.Money))
 		if r.Err != "" {
 			fmt.Fprintf(w, "  error: %s\n", r.Err)
 		}
