@@ -55,6 +55,8 @@ type Stack struct {
 	LoginURL string
 	// OrderLink is the absolute signed link of an order's page, as its receipt carries it.
 	OrderLink func(orderID string) string
+	// Stop stops the stack before the test ends (a restart test); it is stopped then anyway.
+	Stop func() error
 }
 
 // MustStartShop starts the real shop — the configuration and wiring of `serve` — in this
@@ -84,7 +86,7 @@ func MustStartShop(tb testing.TB, dialect string, extra map[string]string) Stack
 		}
 	})
 	return Stack{Shop: st.URL(), Gateway: testGateway{st.GatewayURL(), st.GatewayControlToken()}, Env: env, DB: st.DB(),
-		LoginURL: st.OperatorLoginURL(), OrderLink: st.OrderLink}
+		LoginURL: st.OperatorLoginURL(), OrderLink: st.OrderLink, Stop: st.Close}
 }
 
 // operatorClient is a client logged in as an operator the way a person is: it opens the

@@ -26,7 +26,8 @@ func mountRoutes(p stack.Parts) (*stack.Background, error) {
 	keys := models.NewIdempotencyStore(db)
 	effects := models.NewSideEffectStore(db)
 	journal := models.NewJournalStore(db, logger)
-	protect := cfg.Protections // all on, except in a failure-lab stack
+	journal.WriteThrough = cfg.CrashAt != "" // a drill's shop dies at its crash point
+	protect := cfg.Protections               // all on, except in a failure-lab stack
 	if protect.Off != "" {
 		logger.Warn("FAILURE LAB STACK: a protection is OFF; this shop double-charges on purpose. Never run it for real customers.",
 			"protection_off", string(protect.Off))
@@ -101,7 +102,7 @@ func mountRoutes(p stack.Parts) (*stack.Background, error) {
 	(&handlers.OpsPages{Mailbox: effects, Reconciler: reconciler, Tenants: tenants,
 		Desk: desk, Decisions: decisions, Idempotency: idem, OrderLink: p.Signer.OrderLink}).Routes(e)
 	// The lab links to the gateway's page through /gateway, which logs the browser in there.
-	(&handlers.LabPages{Runner: cfg.Lab, GatewayURL: "/gateway"}).Routes(e)
+	(&handlers.LabPages{Runner: cfg.Lab, Runs: models.NewLabRunStore(db), GatewayURL: "/gateway", Logger: logger}).Routes(e)
 	(&handlers.DemoTools{GatewayURL: cfg.GatewayURL, GatewayToken: cfg.GatewayControlToken, Reset: func(ctx context.Context) error {
 		_, err := models.ResetDemo(ctx, db, models.DemoTenants(cfg.APIKeys))
 		return err

@@ -123,12 +123,7 @@ func card(ch lab.Checkout) string {
 }
 
 // Charge is an entry of the gateway's ledger.
-type Charge struct {
-	ID       string            `json:"id"`
-	Status   string            `json:"status"`
-	Amount   int64             `json:"amount"`
-	Metadata map[string]string `json:"metadata"` // the shop's tenant, order_id and payment_id
-}
+type Charge = lab.Charge
 
 // Ledger reads the gateway's ledger (GET /_control/ledger, with the gateway's control token):
 // every charge, whatever its status.
@@ -138,6 +133,16 @@ func Ledger(ctx context.Context, client *http.Client, gatewayURL, controlToken s
 		return nil, fmt.Errorf("read the gateway ledger: %w", err)
 	}
 	return ledger.Charges, nil
+}
+
+// Deliveries reads the gateway's webhook delivery log (GET /_control/deliveries, with the
+// gateway's control token), newest first.
+func Deliveries(ctx context.Context, client *http.Client, gatewayURL, controlToken string) ([]lab.Delivery, error) {
+	var d struct{ Deliveries []lab.Delivery }
+	if err := getJSON(ctx, client, gatewayURL+"/_control/deliveries", controlToken, &d); err != nil {
+		return nil, fmt.Errorf("read the gateway's deliveries: %w", err)
+	}
+	return d.Deliveries, nil
 }
 
 // ArmFault arms a fault on the gateway (POST /_control/faults, with the gateway's control

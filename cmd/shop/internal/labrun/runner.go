@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"strings"
@@ -49,6 +50,9 @@ type Runner struct {
 	// Getenv is the environment `lab run --shop` reads the running shop's settings from (its
 	// API keys, leases and timeouts); nil is os.Getenv.
 	Getenv func(string) string
+	// Seed makes a run's idempotency keys and customer (lab run --seed); 0 picks one per run.
+	// A run records its seed, so that it can be run again with the same keys.
+	Seed int64
 }
 
 // labEnv is the environment of a lab stack: free ports, short timeouts (as in the tests), so
@@ -82,7 +86,8 @@ func (r *Runner) Run(ctx context.Context, name string, mode lab.Mode) (lab.Resul
 // RunScenario runs s once in mode on a fresh stack and judges it.
 func (r *Runner) RunScenario(ctx context.Context, s lab.Scenario, mode lab.Mode) lab.Result {
 	began := time.Now()
-	res := lab.Result{Scenario: s.Name, Mode: mode, Database: models.SQLite}
+	res := lab.Result{Scenario: s.Name, Mode: mode, Database: models.SQLite, Seed: r.seed(), StartedAt: began.UTC(),
+		Settings: maps.Clone(labEnv)}
 	if r.DatabaseURL != "" {
 		res.Database = models.Postgres
 	}
@@ -108,15 +113,32 @@ func (r *Runner) RunScenario(ctx context.Context, s lab.Scenario, mode lab.Mode)
 		playAndJudge(ctx, s, t, sameKey, &res)
 	}
 	res.Took = time.Since(began)
-	lab.Judge(s, &res)
+	judge(s, &res)
 	return res
+}
+
+// judge gives res its verdict, its outcome in money and its timeline of messages.
+func judge(s lab.Scenario, res *lab.Result) {
+	lab.Judge(s, res)
+	if res.Err == "" {
+		lab.Assess(res, s.PaidOrders)
+	}
+	res.Events, res.Messages = Timeline(*res, s.PaidOrders)
+}
+
+// seed is the seed of a run: r.Seed, or a new one.
+func (r *Runner) seed() int64 {
+	if r.Seed != 0 {
+		return r.Seed
+	}
+	return rand.Int64N(1<<53) + 1 // a JSON number stays exact below 2^53
 }
 
 // runOnShop runs s with every protection on against a shop that is already running
 // (`lab run --shop URL`): a production shop has no switches, so there is no unprotected run.
 func runOnShop(ctx context.Context, s lab.Scenario, t *target) lab.Result {
 	began := time.Now()
-	res := lab.Result{Scenario: s.Name, Mode: lab.Protected, Shop: t.shop}
+	res := lab.Result{Scenario: s.Name, Mode: lab.Protected, Shop: t.shop, Seed: rand.Int64N(1<<53) + 1, StartedAt: began.UTC()}
 	playAndJudge(ctx, s, t, true, &res)
 	// Leave no armed fault behind for the shop's real traffic.
 	if req, err := http.NewRequestWithContext(ctx, http.MethodDelete, t.gateway+"/_control/faults", nil); err == nil {
@@ -126,14 +148,14 @@ func runOnShop(ctx context.Context, s lab.Scenario, t *target) lab.Result {
 		}
 	}
 	res.Took = time.Since(began)
-	lab.Judge(s, &res)
+	judge(s, &res)
 	return res
 }
 
 // playAndJudge plays s's steps against t with a fresh client, lets background work settle
 // and fills res's invariants and timeline.
 func playAndJudge(ctx context.Context, s lab.Scenario, t *target, sameKey bool, res *lab.Result) {
-	c := newClient(t, sameKey)
+	c := newClient(t, sameKey, res.Seed)
 	since := time.Now().UTC().Add(-time.Millisecond)
 	err := func() error {
 		for _, step := range s.Steps {
@@ -142,9 +164,7 @@ func playAndJudge(ctx context.Context, s lab.Scenario, t *target, sameKey bool, 
 			}
 		}
 		res.Unsettled = t.settle(ctx, since, c.email())
-		var err error
-		res.Checks, res.Timeline, err = t.evaluate(ctx, s, since, c)
-		return err
+		return t.evaluate(ctx, s, since, c, res)
 	}()
 	if err != nil {
 		res.Err = err.Error()
