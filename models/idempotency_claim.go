@@ -21,7 +21,7 @@ type ClaimedKey struct {
 // takeover is the same compare-and-set as Reserve's, so a completer and a client retry — or
 // two completers on two shop replicas — never both own a key. Keys it loses a race for are
 // simply not returned.
-func (s *IdempotencyStore) ClaimAbandoned(ctx context.Context, endpoints []string, lease time.Duration, limit int) ([]ClaimedKey, error) {
+func (s *IdempotencyStore) ClaimAbandoned(ctx context.Context, endpoints []string, lease time.Duration, limit int, skipTenants []string) ([]ClaimedKey, error) {
 	db := s.db.WithContext(ctx)
 	t := now()
 	cutoff := t.Add(-lease)
@@ -29,8 +29,12 @@ func (s *IdempotencyStore) ClaimAbandoned(ctx context.Context, endpoints []strin
 		return q.Where("state = ? AND endpoint IN ? AND updated_at < ? AND (lock_token IS NULL OR locked_at < ?)",
 			KeyInProgress, endpoints, cutoff, cutoff)
 	}
+	find := abandoned(db.Model(&IdempotencyRecord{}))
+	if len(skipTenants) > 0 {
+		find = find.Where("tenant_id NOT IN ?", skipTenants)
+	}
 	var candidates []IdempotencyRecord
-	if err := abandoned(db.Model(&IdempotencyRecord{})).Order("updated_at").Limit(limit).Find(&candidates).Error; err != nil {
+	if err := find.Order("updated_at").Limit(limit).Find(&candidates).Error; err != nil {
 		return nil, fmt.Errorf("find abandoned idempotency keys: %w", err)
 	}
 	var claimed []ClaimedKey

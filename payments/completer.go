@@ -14,8 +14,12 @@ import (
 
 // Claimer finds abandoned operations and takes them over. *models.IdempotencyStore is one.
 type Claimer interface {
-	ClaimAbandoned(ctx context.Context, endpoints []string, lease time.Duration, limit int) ([]models.ClaimedKey, error)
+	ClaimAbandoned(ctx context.Context, endpoints []string, lease time.Duration, limit int, skipTenants []string) ([]models.ClaimedKey, error)
 }
+
+// DefaultCompleterBatch is how many operations a completer pass takes on at most
+// (COMPLETER_BATCH).
+const DefaultCompleterBatch = 20
 
 // Completer finishes operations whose owner is gone — a crashed process, or a client that got
 // a 5xx and never retried — so every order reaches a final state even if nobody asks again.
@@ -28,24 +32,40 @@ type Completer struct {
 	// idempotency middleware records them), each with the operation it runs.
 	Endpoints map[string]Operation
 	Lease     time.Duration
-	Logger    *slog.Logger
+	// Batch bounds the operations one pass takes on (0: DefaultCompleterBatch).
+	Batch  int
+	Logger *slog.Logger
 }
 
 // RunOnce claims up to a batch of abandoned operations and drives each to a final state. It
 // returns how many it finished. An operation whose outcome is still unknown (the gateway did
 // not answer) is released again for the next pass; nothing is ever expired silently.
+//
+// Tenants take turns: each claim skips the tenants already served in this round, oldest
+// abandoned operation first, and a new round starts when every tenant with work has had one.
+// So a tenant with a thousand stuck operations cannot hold back another tenant's one.
 func (c *Completer) RunOnce(ctx context.Context) (int, error) {
 	done := 0
 	endpoints := slices.Sorted(maps.Keys(c.Endpoints))
+	batch := c.Batch
+	if batch <= 0 {
+		batch = DefaultCompleterBatch
+	}
+	var served []string // the tenants that had a turn in this round
 	// One key at a time: a claimed key's lease starts when it is claimed, and finishing one
 	// operation may take two gateway timeouts, so a batch claimed at once could outlive its
 	// lease while it waits its turn.
-	for range 20 {
-		claimed, err := c.Keys.ClaimAbandoned(ctx, endpoints, c.Lease, 1)
+	for range batch {
+		claimed, err := c.Keys.ClaimAbandoned(ctx, endpoints, c.Lease, 1, served)
+		if err == nil && len(claimed) == 0 && len(served) > 0 {
+			served = nil // every tenant with work had its turn: the next round
+			claimed, err = c.Keys.ClaimAbandoned(ctx, endpoints, c.Lease, 1, nil)
+		}
 		if err != nil || len(claimed) == 0 {
 			return done, err
 		}
 		ck := claimed[0]
+		served = append(served, ck.TenantID)
 		log := c.log().With("tenant", ck.TenantID, "endpoint", ck.Endpoint, "idempotency_key", ck.Key.Key(), "attempt", ck.Key.Attempts())
 		ev := models.JournalEvent{TenantID: ck.TenantID, IdempotencyKey: ck.Key.Key(), OrderID: ck.Key.OrderID(),
 			PaymentID: ck.Key.PaymentID(), Actor: models.ActorCompleter}

@@ -51,6 +51,7 @@ func settings(c *stack.Config) []setting {
 		{"JOURNAL_RETENTION", "journal-retention", "720h", "how long journal events are kept", duration(&c.JournalRetention)},
 		{"GATEWAY_TIMEOUT", "gateway-timeout", "10s", "client timeout for calls to the gateway", duration(&c.GatewayTimeout)},
 		{"COMPLETER_INTERVAL", "completer-interval", "5s", "how often the completer looks for abandoned operations", duration(&c.CompleterInterval)},
+		{"COMPLETER_BATCH", "completer-batch", strconv.Itoa(payments.DefaultCompleterBatch), "how many abandoned operations a completer pass takes on at most, tenants in turn", positive(&c.CompleterBatch)},
 		{"ORDER_HOLD", "order-hold", "30m", "how long an unpaid order holds its stock after its last attempt before it expires", duration(&c.OrderHold)},
 		{"JOB_RESCUE_AFTER", "job-rescue-after", "1m", "how long a side-effect job taken by a process that died waits before it runs again", duration(&c.JobRescueAfter)},
 		{"SHOP_CRASH_AT", "crash-at", "", "crash point for failure drills", crashPoint(&c.CrashAt)},
@@ -184,6 +185,17 @@ func shopSecret(dst *string) func(string) error {
 			return fmt.Errorf("want at least %d characters, e.g. the output of `openssl rand -base64 32`", handlers.MinSecretBytes)
 		}
 		*dst = v
+		return nil
+	}
+}
+
+func positive(dst *int) func(string) error {
+	return func(v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			return fmt.Errorf("%q: want a whole number above 0", v)
+		}
+		*dst = n
 		return nil
 	}
 }

@@ -43,7 +43,7 @@ func mountRoutes(p stack.Parts) (*stack.Background, error) {
 		Crash: payments.Crasher(cfg.CrashAt), Journal: journal, Logger: logger, Protections: protect,
 	}
 	completer := &payments.Completer{Keys: keys, Service: service, Endpoints: handlers.PaymentEndpoints,
-		Lease: cfg.IdempotencyLease, Logger: logger}
+		Lease: cfg.IdempotencyLease, Batch: cfg.CompleterBatch, Logger: logger}
 	reaper := &payments.Reaper{Store: keys, Retention: cfg.IdempotencyRetention,
 		Journal: journal, JournalRetention: cfg.JournalRetention, Logger: logger}
 

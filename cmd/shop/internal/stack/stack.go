@@ -53,6 +53,7 @@ type Config struct {
 	OrderHold            time.Duration
 	GatewayTimeout       time.Duration
 	CompleterInterval    time.Duration
+	CompleterBatch       int
 	JobRescueAfter       time.Duration
 	CrashAt              string
 	APIKeys              map[string]string // tenant id → API key, for seeding the demo
