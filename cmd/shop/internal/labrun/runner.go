@@ -49,6 +49,8 @@ type Runner struct {
 	// Getenv is the environment `lab run --shop` reads the running shop's settings from (its
 	// API keys, leases and timeouts); nil is os.Getenv.
 	Getenv func(string) string
+	// Chaos is `shop lab chaos` (package chaos, which builds on this one), nil if not wired.
+	Chaos func(ctx context.Context, args []string, stdout, stderr io.Writer) error
 }
 
 // labEnv is the environment of a lab stack: free ports, short timeouts (as in the tests), so
