@@ -106,7 +106,7 @@ func (r *Runner) Run(ctx context.Context, o Options, report func(Progress), log 
 	transport.MaxIdleConnsPerHost = 2 * o.Clients
 	defer transport.CloseIdleConnections()
 	c := &customer{shop: st.Proxy.URL(), apiKeys: st.APIKeys, runID: models.NewID("chaos"),
-		http: &http.Client{Transport: transport, Timeout: clientTimeout},
+		http:    &http.Client{Transport: transport, Timeout: clientTimeout},
 		sameKey: o.Off != payments.SwitchClientSameKey}
 	ru.emails = "chaos+" + c.runID + "-%"
 	ru.began = time.Now()

@@ -125,7 +125,9 @@ var gatewayFaults = []weighted{
 	{1, func(i int) []Event {
 		return []Event{{Purchase: i, Action: ActionFault, Fault: "timeout_before_commit", DelayMS: 1500}}
 	}},
-	{2, func(i int) []Event { return []Event{{Purchase: i, Action: ActionFault, Fault: "latency", DelayMS: 300}} }},
+	{2, func(i int) []Event {
+		return []Event{{Purchase: i, Action: ActionFault, Fault: "latency", DelayMS: 300}}
+	}},
 }
 
 func afterCommit(i int, fault string, delay int) []Event {
@@ -146,8 +148,12 @@ var webhookFaults = []weighted{
 			{Purchase: i, Action: ActionFault, Fault: "webhook_reorder"},
 		}
 	}},
-	{1, func(i int) []Event { return []Event{{Purchase: i, Action: ActionFault, Fault: "webhook_delay", DelayMS: 2000}} }},
-	{1, func(i int) []Event { return []Event{{Purchase: i, Action: ActionFault, Fault: "webhook_fail", Times: 2}} }},
+	{1, func(i int) []Event {
+		return []Event{{Purchase: i, Action: ActionFault, Fault: "webhook_delay", DelayMS: 2000}}
+	}},
+	{1, func(i int) []Event {
+		return []Event{{Purchase: i, Action: ActionFault, Fault: "webhook_fail", Times: 2}}
+	}},
 }
 
 // Rates per purchase, and the fewest purchases between two process kills (a replica takes a

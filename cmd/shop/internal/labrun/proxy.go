@@ -69,7 +69,10 @@ func StartProxy(backends []string, opts ProxyOptions) (*Proxy, error) {
 	rp := &httputil.ReverseProxy{
 		// The replica is chosen per attempt by the transport; Rewrite only keeps the client's
 		// address in X-Forwarded-For, as a real proxy would.
-		Rewrite:   func(pr *httputil.ProxyRequest) { pr.SetXForwarded(); pr.Out.URL.Scheme, pr.Out.URL.Host = "http", "replica" },
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetXForwarded()
+			pr.Out.URL.Scheme, pr.Out.URL.Host = "http", "replica"
+		},
 		Transport: p,
 		ErrorLog:  nil,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
