@@ -112,6 +112,9 @@ func PrintSummary(w io.Writer, res *Result) {
 	fmt.Fprintf(tw, "lost\t%d\n", res.Lost)
 	fmt.Fprintf(tw, "duplicate receipts\t%d\n", res.DuplicateReceipts)
 	fmt.Fprintf(tw, "status behind gateway\t%d\n", res.StatusRegressed)
+	for _, p := range res.Problems {
+		fmt.Fprintf(tw, "lab problem\t%s\n", p)
+	}
 	if res.Unsettled != "" {
 		fmt.Fprintf(tw, "still unsettled\t%s\n", res.Unsettled)
 	}

@@ -69,11 +69,13 @@ type Result struct {
 	Verdict    string      `json:"verdict"`
 	OK         bool        `json:"ok"`
 
-	Worst     []Worst       `json:"worst"`
-	Points    []Point       `json:"points"`
-	Marks     []Mark        `json:"marks"`
-	Unsettled string        `json:"unsettled,omitempty"`
-	Took      time.Duration `json:"took_ns"`
+	Worst     []Worst `json:"worst"`
+	Points    []Point `json:"points"`
+	Marks     []Mark  `json:"marks"`
+	Unsettled string  `json:"unsettled,omitempty"`
+	// Problems are strikes the lab could not make (a replica that would not start again).
+	Problems []string      `json:"problems,omitempty"`
+	Took     time.Duration `json:"took_ns"`
 }
 
 // settle waits, at most two minutes, until the shop's background work is done: no webhook

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -55,7 +56,6 @@ type run struct {
 	stack   *labrun.ReplicaStack
 	control *http.Client
 	began   time.Time
-	log     io.Writer
 	// emails matches the e-mail addresses of the run's customers (SQL LIKE): on a PostgreSQL
 	// database that earlier runs used too, the run judges its own orders only.
 	emails string
@@ -63,6 +63,7 @@ type run struct {
 	mu       sync.Mutex
 	progress Progress
 	marks    []Mark
+	problems []string
 	report   func(Progress)
 
 	replicaMu []sync.Mutex // one restart of a replica at a time
@@ -86,7 +87,7 @@ func (r *Runner) Run(ctx context.Context, o Options, report func(Progress), log 
 	if serverOff == payments.SwitchClientSameKey {
 		serverOff = "" // a client habit: the replicas keep every protection
 	}
-	ru := &run{o: o, log: log, report: report, replicaMu: make([]sync.Mutex, o.Replicas),
+	ru := &run{o: o, report: report, replicaMu: make([]sync.Mutex, o.Replicas),
 		control: &http.Client{Timeout: 10 * time.Second}}
 	ru.setPhase("starting", len(purchases))
 	st, err := lab.StartReplicaStack(ctx, labrun.ReplicaOptions{Replicas: o.Replicas, Off: serverOff,
@@ -123,6 +124,9 @@ func (r *Runner) Run(ctx context.Context, o Options, report func(Progress), log 
 		return nil, err
 	}
 	res.Unsettled = unsettled
+	ru.mu.Lock()
+	res.Problems = slices.Clone(ru.problems)
+	ru.mu.Unlock()
 	res.Took = time.Since(ru.began)
 	ru.setPhase("done", len(purchases))
 	return res, nil
@@ -224,7 +228,7 @@ func (ru *run) strike(ctx context.Context, e Event) {
 			f["copies"] = e.Copies
 		}
 		if err := ru.controlPost(ctx, "/_control/faults", f); err != nil {
-			fmt.Fprintf(ru.log, "chaos: arm %s: %v\n", e.Fault, err)
+			ru.problem("arm %s: %v", e.Fault, err)
 			return
 		}
 		ru.faults.Add(1)
@@ -247,30 +251,40 @@ func (ru *run) strike(ctx context.Context, e Event) {
 func (ru *run) killAndRestart(ctx context.Context, i int, crashAt string) {
 	c := ru.stack.Replicas[i]
 	if _, err := c.Kill(); err != nil {
-		fmt.Fprintf(ru.log, "chaos: kill replica %d: %v\n", i+1, err)
+		ru.problem("kill replica %d: %v", i+1, err)
 		return
 	}
 	ru.kills.Add(1)
 	ru.mark("kill", "SIGKILL", i+1)
-	if err := c.StartAgain(ctx, crashAt); err != nil {
-		fmt.Fprintf(ru.log, "chaos: restart replica %d: %v\n", i+1, err)
-		return
-	}
+	err := c.StartAgain(ctx, crashAt)
 	if crashAt == "" {
+		if err != nil {
+			ru.problem("restart replica %d: %v", i+1, err)
+		}
 		return
 	}
+	// With a crash point the replica may die before it has even answered /healthz: the
+	// checkouts that waited in its listener's queue reach it at once. Either way, wait for it
+	// to die there.
 	select {
 	case <-c.Done():
 		ru.kills.Add(1)
 		ru.mark("crash", crashAt, i+1)
-	case <-time.After(20 * time.Second):
+	case <-time.After(10 * time.Second):
 		_, _ = c.Kill() // no checkout reached the crash point on this replica
 	case <-ctx.Done():
 		return
 	}
 	if err := c.StartAgain(ctx, ""); err != nil {
-		fmt.Fprintf(ru.log, "chaos: restart replica %d: %v\n", i+1, err)
+		ru.problem("restart replica %d: %v", i+1, err)
 	}
+}
+
+// problem notes something the lab failed to do to the stack; the result lists it.
+func (ru *run) problem(format string, args ...any) {
+	ru.mu.Lock()
+	defer ru.mu.Unlock()
+	ru.problems = append(ru.problems, fmt.Sprintf(format, args...))
 }
 
 // controlPost POSTs v to the gateway's control API, with its control token.
