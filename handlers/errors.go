@@ -3,6 +3,7 @@ package handlers
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -51,6 +52,18 @@ func ErrorBody(err error) (int, map[string]any) {
 	return statusOf[e.Kind], body
 }
 
+// ErrorResponse renders err as the central error handler would for an API request: the
+// idempotency middleware stores it when the error is a business outcome (409 out_of_stock).
+func ErrorResponse(err error) models.Response {
+	status := StatusOf(err)
+	_, body := ErrorBody(err)
+	b, merr := encodeJSON(body)
+	if merr != nil {
+		b = fmt.Appendf(nil, `{"error":%q,"message":%q}`+"\n", models.ErrInternal.Code, models.ErrInternal.Message)
+	}
+	return models.Response{Status: status, Header: http.Header{echo.HeaderContentType: {echo.MIMEApplicationJSON}}, Body: b}
+}
+
 // asDomainError turns Echo's own errors (unknown route, body too large, CSRF) into the domain
 // vocabulary, so API clients see one error shape whatever produced the error.
 func asDomainError(err error) *models.Error {
@@ -61,21 +74,20 @@ func asDomainError(err error) *models.Error {
 	msg, _ := he.Message.(string)
 	switch he.Code {
 	case http.StatusNotFound:
-		return models.Errorf(models.KindNotFound, "not_found", "no such page or endpoint")
+		return models.ErrNotFound.Msgf("no such page or endpoint")
 	case http.StatusMethodNotAllowed:
-		return &models.Error{Kind: models.KindInvalid, Code: "method_not_allowed", Message: "method not allowed on this endpoint"}
+		return models.ErrMethodNotAllowed
 	case http.StatusRequestEntityTooLarge:
-		return &models.Error{Kind: models.KindInvalid, Code: "request_too_large", Message: "the request body is too large"}
+		return models.ErrRequestTooLarge
 	case http.StatusForbidden, http.StatusBadRequest:
 		if strings.Contains(strings.ToLower(msg), "csrf") {
-			return &models.Error{Kind: models.KindInvalid, Code: "csrf_failed",
-				Message: "the form expired or did not come from this site; reload the page and try again"}
+			return models.ErrCSRFFailed
 		}
-		return &models.Error{Kind: models.KindInvalid, Code: "invalid_request", Message: msg}
+		return models.ErrInvalid.Msgf("%s", msg)
 	case http.StatusUnauthorized:
 		return models.ErrUnauthorized
 	case http.StatusServiceUnavailable:
-		return &models.Error{Kind: models.KindUnavailable, Code: "service_unavailable", Message: msg}
+		return models.ErrServiceUnavailable.Msgf("%s", msg)
 	}
 	return models.ErrorOf(err)
 }

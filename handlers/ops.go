@@ -44,7 +44,7 @@ func NewRegistry() *prometheus.Registry {
 // MetricsMiddleware counts requests by route, method and status, and times them.
 func MetricsMiddleware(reg prometheus.Registerer) echo.MiddlewareFunc {
 	requests := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "checkoutlab_http_requests_total", Help: "HTTP requests by route, method and status.",
+		Name: "checkoutlab_http_requests_total", Help: "HTTP requests by route, method (other for a method HTTP does not define) and status.",
 	}, []string{"route", "method", "status"})
 	duration := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "checkoutlab_http_request_duration_seconds", Help: "HTTP request latency by route.",
@@ -63,7 +63,7 @@ func MetricsMiddleware(reg prometheus.Registerer) echo.MiddlewareFunc {
 			if route == "" {
 				route = "unmatched"
 			}
-			requests.WithLabelValues(route, c.Request().Method, strconv.Itoa(status)).Inc()
+			requests.WithLabelValues(route, methodLabel(c.Request().Method), strconv.Itoa(status)).Inc()
 			duration.WithLabelValues(route).Observe(time.Since(start).Seconds())
 			return err
 		}

@@ -2,13 +2,13 @@ package handlers
 
 import (
 	"context"
-	"io"
 	"net/http"
 	"time"
 
 	"github.com/labstack/echo/v4"
 	"gorm.io/gorm"
 
+	"checkoutlab/handlers/idempotency"
 	"checkoutlab/models"
 )
 
@@ -21,21 +21,21 @@ type OrderPlacer interface {
 // OrdersAPI serves POST /api/v1/orders and GET /api/v1/orders/:id.
 type OrdersAPI struct {
 	Orders OrderPlacer
-	// Idempotent wraps the mutating route: Idempotent(store, lease, OrderFingerprint, metrics).
-	Idempotent echo.MiddlewareFunc
-	// BeforeCreate, if set, runs inside the handler after the body is read and before the
+	// Idempotency runs the mutating route under the request's key.
+	Idempotency *idempotency.Middleware
+	// BeforeCreate, if set, runs inside the handler after the key is reserved and before the
 	// business transaction. Tests use it to hold a request open (so that others overlap with
 	// it), to panic, or to fail as a database would. An error it returns is the handler's.
 	BeforeCreate func(ctx context.Context) error
 }
 
 // Routes mounts the order endpoints on an authenticated /api/v1 group.
-// It panics if Idempotent is missing: an order endpoint without it could place an order twice.
+// It panics if Idempotency is missing: an order endpoint without it could place an order twice.
 func (h *OrdersAPI) Routes(g *echo.Group) {
-	if h.Idempotent == nil {
-		panic("handlers: OrdersAPI.Idempotent is required")
+	if h.Idempotency == nil {
+		panic("handlers: OrdersAPI.Idempotency is required")
 	}
-	g.POST("/orders", h.create, h.Idempotent).Name = "api.orders.create"
+	g.POST("/orders", h.create, h.Idempotency.Route(decodeOrder)).Name = "api.orders.create"
 	g.GET("/orders/:id", h.get).Name = "api.orders.get"
 }
 
@@ -46,15 +46,7 @@ func (h *OrdersAPI) Routes(g *echo.Group) {
 // Answers: 201 with the order and Location; 400 invalid_json / invalid_request; 404
 // unknown_product; 409 out_of_stock (stored and replayed, like any business outcome).
 func (h *OrdersAPI) create(c echo.Context) error {
-	body, err := io.ReadAll(c.Request().Body)
-	if err != nil {
-		return err
-	}
-	req, err := decodeOrderRequest(body)
-	if err != nil {
-		return err
-	}
-	in := req.newOrder()
+	in := idempotency.RequestOf(c).(*orderRequest).newOrder()
 	in.TenantID = TenantOf(c).ID
 	ctx := c.Request().Context()
 	if h.BeforeCreate != nil {
@@ -63,19 +55,19 @@ func (h *OrdersAPI) create(c echo.Context) error {
 		}
 	}
 
-	var resp Response
-	_, err = h.Orders.CreateAndFinish(ctx, in, func(tx *gorm.DB, o *models.Order) error {
+	var resp models.Response
+	_, err := h.Orders.CreateAndFinish(ctx, in, func(tx *gorm.DB, o *models.Order) error {
 		var err error
-		if resp, err = JSONResponse(http.StatusCreated, OrderJSONOf(o)); err != nil {
+		if resp, err = jsonResponse(http.StatusCreated, OrderJSONOf(o)); err != nil {
 			return err
 		}
 		resp.Header.Set(echo.HeaderLocation, OrderURL(o.ID))
-		return CompleteKeyTx(c, tx, resp, o.ID)
+		return idempotency.CompleteTx(c, tx, resp, o.ID)
 	})
 	if err != nil {
 		return err
 	}
-	return resp.Write(c)
+	return writeResponse(c, resp)
 }
 
 // get returns one of the tenant's orders; another tenant's order is 404, as if absent.
@@ -90,7 +82,7 @@ func (h *OrdersAPI) get(c echo.Context) error {
 // OrderURL is the API address of an order.
 func OrderURL(id string) string { return "/api/v1/orders/" + id }
 
-// OrderJSON is an order as the API shows it. The payment issue embeds the order's payment.
+// OrderJSON is an order as the API shows it, with its latest payment.
 type OrderJSON struct {
 	ID              string          `json:"id"`
 	Status          string          `json:"status"`

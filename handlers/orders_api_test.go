@@ -18,6 +18,7 @@ import (
 	"gorm.io/gorm"
 
 	"checkoutlab/handlers"
+	"checkoutlab/handlers/idempotency"
 	"checkoutlab/models"
 	"checkoutlab/models/modelstest"
 )
@@ -42,7 +43,7 @@ func MustAPI(tb testing.TB, db *gorm.DB, lease time.Duration) *testAPI {
 	e := handlers.NewRouter(slog.New(slog.NewTextHandler(io.Discard, nil)), reg)
 	keys := models.NewIdempotencyStore(db)
 	api := &handlers.OrdersAPI{Orders: models.NewOrderStore(db),
-		Idempotent: handlers.Idempotent(keys, lease, handlers.OrderFingerprint, handlers.NewIdempotencyMetrics(reg))}
+		Idempotency: MustIdempotency(keys, lease, idempotency.NewMetrics(reg), nil)}
 	sessionIfCookie := func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			if _, err := c.Cookie(handlers.SessionCookie); err == nil {
@@ -56,6 +57,12 @@ func MustAPI(tb testing.TB, db *gorm.DB, lease time.Duration) *testAPI {
 	(&handlers.OrdersOpsAPI{Orders: models.NewOrderStore(db), Effects: models.NewSideEffectStore(db),
 		Journal: models.NewJournalStore(db, nil)}).Routes(g)
 	return &testAPI{e: e, db: db, orders: api, keys: keys, reg: reg}
+}
+
+// MustIdempotency is the idempotency middleware as cmd/shop wires it, on store.
+func MustIdempotency(store idempotency.Store, lease time.Duration, metrics *idempotency.Metrics, journal idempotency.Journal) *idempotency.Middleware {
+	return &idempotency.Middleware{Store: store, Lease: lease, Scope: handlers.KeyScope,
+		RenderError: handlers.ErrorResponse, Metrics: metrics, Journal: journal}
 }
 
 // request describes one API call.
@@ -75,7 +82,7 @@ func (a *testAPI) post(tb testing.TB, r request) *httptest.ResponseRecorder {
 	}
 	req.Header.Set("Authorization", "Bearer "+r.apiKey)
 	if r.key != "-" {
-		req.Header.Set(handlers.HeaderIdempotencyKey, r.key)
+		req.Header.Set(idempotency.HeaderKey, r.key)
 	}
 	if r.session != "" {
 		req.AddCookie(&http.Cookie{Name: handlers.SessionCookie, Value: r.session})
@@ -136,10 +143,10 @@ func MustSameAnswer(tb testing.TB, first, replay *httptest.ResponseRecorder) {
 			tb.Fatalf("replay %s: got %q, want %q", h, got, want)
 		}
 	}
-	if got := replay.Header().Get(handlers.HeaderIdempotentReplayed); got != "true" {
+	if got := replay.Header().Get(idempotency.HeaderReplayed); got != "true" {
 		tb.Fatalf("Idempotent-Replayed: got %q, want true", got)
 	}
-	if first.Header().Get(handlers.HeaderIdempotentReplayed) != "" {
+	if first.Header().Get(idempotency.HeaderReplayed) != "" {
 		tb.Fatalf("first answer is marked as a replay")
 	}
 }
@@ -210,7 +217,7 @@ func TestOrdersIdempotency(t *testing.T) {
 			globexBody := strings.NewReplacer("camp-mug", "paper-filters", "headlamp", "ceramic-dripper").Replace(orderBody)
 			globex := a.post(t, request{apiKey: "sk_test_globex", key: "shared-key", body: globexBody})
 			MustStatus(t, globex, http.StatusCreated, "")
-			if globex.Header().Get(handlers.HeaderIdempotentReplayed) != "" || globex.Body.String() == acme.Body.String() {
+			if globex.Header().Get(idempotency.HeaderReplayed) != "" || globex.Body.String() == acme.Body.String() {
 				t.Errorf("globex got acme's answer: %s", globex.Body)
 			}
 			if !strings.Contains(globex.Body.String(), `"currency":"EUR"`) {
@@ -337,7 +344,7 @@ func TestOrdersConcurrentSameKey(t *testing.T) {
 		a.orders.BeforeCreate = nil
 		rec := a.post(t, request{key: "crowd", body: orderBody})
 		MustStatus(t, rec, http.StatusCreated, "")
-		if rec.Header().Get(handlers.HeaderIdempotentReplayed) != "true" {
+		if rec.Header().Get(idempotency.HeaderReplayed) != "true" {
 			t.Errorf("later call: got a fresh answer, want a replay")
 		}
 	})
@@ -442,7 +449,7 @@ func TestOrdersStoreDown(t *testing.T) {
 		a := MustAPI(t, db, 5*time.Second)
 		e := handlers.NewRouter(slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry())
 		(&handlers.OrdersAPI{Orders: models.NewOrderStore(db),
-			Idempotent: handlers.Idempotent(failingReserver{}, time.Second, handlers.OrderFingerprint, nil),
+			Idempotency: MustIdempotency(failingReserver{}, time.Second, nil, nil),
 			BeforeCreate: func(context.Context) error {
 				t.Error("the handler ran without a reserved key")
 				return nil
@@ -466,7 +473,7 @@ func TestOrdersClientGone(t *testing.T) {
 		}
 		req := httptest.NewRequest(http.MethodPost, "/api/v1/orders", strings.NewReader(orderBody)).WithContext(ctx)
 		req.Header.Set("Authorization", "Bearer sk_test_acme")
-		req.Header.Set(handlers.HeaderIdempotencyKey, "gone")
+		req.Header.Set(idempotency.HeaderKey, "gone")
 		a.e.ServeHTTP(httptest.NewRecorder(), req)
 
 		k, err := a.keys.Get(context.Background(), "acme", "gone")

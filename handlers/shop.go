@@ -7,12 +7,13 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"checkoutlab/handlers/idempotency"
 	"checkoutlab/models"
 	"checkoutlab/web/layout"
 )
 
 // The storefront's view of the stores: each interface lists only the methods it calls, so a
-// test or a later issue can swap one in without touching the others.
+// test can swap one in without touching the others.
 
 // ShopTenants finds the storefront's tenants.
 type ShopTenants interface {
@@ -49,15 +50,14 @@ type Storefront struct {
 	Products ShopProducts
 	Carts    ShopCarts
 	Orders   ShopOrders
-	// Payments runs the checkout and payment operations, exactly as for the API, behind
-	// CheckoutIdempotent and PayIdempotent (the idempotency middleware, built with
-	// CardFingerprint's CheckoutFingerprint and PaymentFingerprint).
-	Payments           PaymentOperations
-	CheckoutIdempotent echo.MiddlewareFunc
-	PayIdempotent      echo.MiddlewareFunc
-	Keys               KeyLookup
+	// Payments runs the checkout and payment operations, exactly as for the API, under the
+	// same idempotency middleware; Cards fingerprints their cards.
+	Payments    PaymentOperations
+	Idempotency *idempotency.Middleware
+	Cards       CardFingerprint
+	Keys        KeyLookup
 	// Journal, when set, shows "What happened" on the order page: the order's journal.
-	Journal OrderJournal
+	Journal OrderJournalPages
 	// DefaultTenant is the store "/" shows; "acme" when empty.
 	DefaultTenant string
 }
@@ -65,6 +65,12 @@ type Storefront struct {
 // OrderJournal reads an order's journal, oldest first. *models.JournalStore is one.
 type OrderJournal interface {
 	ForOrder(ctx context.Context, orderID string) ([]models.JournalEvent, error)
+}
+
+// OrderJournalPages reads an order's journal a page at a time, for the order page, whose
+// journal may be long. *models.JournalStore is one.
+type OrderJournalPages interface {
+	ForOrderPage(ctx context.Context, orderID string, offset, limit int) (models.JournalPage, error)
 }
 
 // Route names, for c.Echo().Reverse.
@@ -99,10 +105,10 @@ func (s *Storefront) Routes(e *echo.Echo) {
 	g.POST("/cart/items/:sku", s.setQuantity).Name = routeCartSet
 	g.POST("/cart/items/:sku/delete", s.removeItem).Name = routeCartDelete
 	g.GET("/checkout", s.checkoutForm).Name = routeCheckout
-	g.POST("/checkout", s.checkoutOperation, s.presentCheckout, s.CheckoutIdempotent).Name = routeCheckoutPlace
+	g.POST("/checkout", s.placeOrder).Name = routeCheckoutPlace
 	g.GET("/checkout/pending", s.pending).Name = routeCheckoutPending
 	g.GET("/orders", s.orders).Name = routeOrders
-	g.POST("/orders/:id/pay", s.payOperation, s.presentPayment, s.PayIdempotent).Name = routeOrderPay
+	g.POST("/orders/:id/pay", s.payOrder).Name = routeOrderPay
 }
 
 // loadTenant puts the tenant named in the path on the context; an unknown one is a 404 page.

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"maps"
 	"net/http"
 	"strings"
 
@@ -26,6 +27,30 @@ func readCheckoutForm(c echo.Context) checkoutForm {
 		ShippingMethod: c.FormValue("shipping_method"), CardNumber: c.FormValue("card_number"),
 		IdempotencyKey: c.FormValue("idempotency_key"), CartID: c.FormValue("cart_id"),
 	}
+}
+
+// request turns the form and the cart it was shown for into the checkout request, and checks
+// it — once, as the order store and the card check will — keyed by form field: no field
+// errors means the request is valid.
+func (f checkoutForm) request(cart *models.Cart, session string) (*checkoutRequest, map[string]string) {
+	order := &orderRequest{Email: f.Email, ShippingMethod: f.ShippingMethod,
+		Shipping: models.Address{Name: f.Name, Address: f.Address, City: f.City, PostalCode: f.PostalCode, Country: f.Country}}
+	for _, l := range cart.Lines {
+		order.Items = append(order.Items, orderItem{SKU: l.Product.SKU, Quantity: float64(l.Quantity)})
+	}
+	fields := map[string]string{}
+	in := order.newOrder()
+	if err := in.Validate(); err != nil {
+		maps.Copy(fields, models.ErrorOf(err).Fields)
+	}
+	if _, known := countryNames[in.Shipping.Country]; !known && fields["country"] == "" {
+		fields["country"] = "Choose a country from the list."
+	}
+	card, problem := checkCardNumber(f.CardNumber)
+	if problem != "" {
+		fields["card_number"] = problem
+	}
+	return &checkoutRequest{order: order, card: card, cartID: cart.ID, sessionID: session}, fields
 }
 
 // checkoutForm renders the checkout form for the session's cart; an empty cart sends the
@@ -128,8 +153,8 @@ func (s *Storefront) checkoutPage(c echo.Context, cart *models.Cart, form checko
 	return vm, nil
 }
 
-// testCards are the fake gateway's test cards (CONTRACT.md section 4), listed beside the card
-// field so a learner can pick a failure to try.
+// testCards are the fake gateway's test cards (docs/failure-modes.md lists what each does),
+// listed beside the card field so a learner can pick a failure to try.
 var testCards = []pages.TestCard{
 	{Number: "4242424242424242", Effect: "Succeeds"},
 	{Number: "4000000000000002", Effect: "Declined (card_declined)"},

@@ -18,6 +18,7 @@ import (
 
 	"checkoutlab/fakegateway"
 	"checkoutlab/handlers"
+	"checkoutlab/handlers/idempotency"
 	"checkoutlab/models"
 	"checkoutlab/models/modelstest"
 	"checkoutlab/payments"
@@ -33,16 +34,14 @@ func MustShop(tb testing.TB, db *gorm.DB) *httptest.Server {
 	e := handlers.NewRouter(slog.New(slog.NewTextHandler(io.Discard, nil)), reg)
 	orders := models.NewOrderStore(db)
 	keys := models.NewIdempotencyStore(db)
-	cards := handlers.NewCardFingerprint("whsec_test")
-	metrics := handlers.NewIdempotencyMetrics(reg)
+	cards := handlers.NewCardFingerprint([]byte("test shop secret, 32 bytes long!"))
 	journal := models.NewJournalStore(db, nil)
 	service := &payments.Service{DB: db, Gateway: payments.NewGatewayClient(MustGateway(tb), 5*time.Second),
 		Outbox: noOutbox{}, Render: handlers.RenderOperation, Journal: journal}
 	(&handlers.Storefront{
 		Tenants: models.NewTenantStore(db), Products: models.NewProductStore(db), Carts: models.NewCartStore(db),
 		Orders: orders, Payments: service, Keys: keys, Journal: journal,
-		CheckoutIdempotent: handlers.Idempotent(keys, time.Minute, cards.CheckoutFingerprint, metrics, handlers.WithJournal(journal)),
-		PayIdempotent:      handlers.Idempotent(keys, time.Minute, cards.PaymentFingerprint, metrics, handlers.WithJournal(journal)),
+		Idempotency: MustIdempotency(keys, time.Minute, idempotency.NewMetrics(reg), journal), Cards: cards,
 	}).Routes(e)
 	api := e.Group("/api/v1", handlers.APIKeyAuth(models.NewTenantStore(db)))
 	(&handlers.CatalogAPI{Products: models.NewProductStore(db)}).Routes(api)

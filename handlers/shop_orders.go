@@ -1,7 +1,9 @@
 package handlers
 
 import (
+	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -12,14 +14,21 @@ import (
 	"checkoutlab/web/pages"
 )
 
-// order renders the confirmation of the order with the id in the path. The id is unguessable
-// and works as the page's capability, like a receipt link, so no session check is made; an
-// unknown id is a 404 page.
+// order renders the confirmation of the order with the id in the path, for the browser
+// session that placed it or for whoever holds the signed link of its receipt (see mayView).
+// Anyone else, like an unknown id, gets the 404 page: the page shows a name, an address and
+// an e-mail address, and an order id alone is not a secret (it is in logs, in the API, in a
+// support ticket).
 func (s *Storefront) order(c echo.Context) error {
 	ctx := c.Request().Context()
 	o, err := s.Orders.GetAnyTenant(ctx, c.Param("id"))
 	if err != nil {
 		return err
+	}
+	if ok, err := mayView(c, o); err != nil {
+		return err
+	} else if !ok {
+		return models.Errorf(models.KindNotFound, models.ErrNotFound.Code, "no order %q", c.Param("id"))
 	}
 	t, err := s.Tenants.Get(ctx, o.TenantID)
 	if err != nil {
@@ -63,6 +72,9 @@ func (s *Storefront) order(c echo.Context) error {
 		}
 	case o.Status == models.OrderPendingPayment:
 		vm.Heading = "Your order is waiting for payment"
+	case o.Status == models.OrderExpired:
+		vm.Heading = "This order has expired"
+		vm.Layout.Notice = "It was not paid in time, so its items went back on sale. Nothing was charged: place a new order to buy them."
 	}
 	if c.QueryParam("poll") == "payment" && c.Request().Header.Get("HX-Request") == "true" {
 		return s.paymentPoll(c, vm)
@@ -70,20 +82,76 @@ func (s *Storefront) order(c echo.Context) error {
 	if s.Journal != nil {
 		// The journal is for people looking into an order; if it cannot be read, the
 		// customer still gets the order page, without that section.
-		evs, _ := s.Journal.ForOrder(ctx, o.ID)
-		for _, ev := range evs {
-			vm.Journal = append(vm.Journal, pages.JournalRow{At: ev.At.UTC().Format("15:04:05.000"),
-				Actor: ev.Actor, Event: ev.Kind, Detail: ev.Detail})
-		}
+		s.journalSection(c, o.ID, &vm)
 	}
-	// The order can take a new payment when it is not paid and no payment is in flight: a
-	// second payment while one is unconfirmed would be a second charge waiting to happen.
-	if o.Status != models.OrderPaid && !vm.Confirming {
+	// The order can take a new payment when it is not paid or expired and no payment is in
+	// flight: a second payment while one is unconfirmed would be a second charge waiting to
+	// happen.
+	if o.Status != models.OrderPaid && o.Status != models.OrderExpired && !vm.Confirming {
 		vm.Pay = &pages.PayForm{Action: pathFor(c, routeOrderPay, t.ID, o.ID), CSRF: CSRFToken(c),
 			IdempotencyKey: models.NewID("idem"), Total: components.Money(o.Amount, o.Currency)}
 		vm.Layout.Scripts = []string{"/static/js/checkout.js"} // the pay form gets the same safe retries
 	}
 	return render(c, http.StatusOK, pages.Order(vm))
+}
+
+// mayView reports whether this browser may see order o: its session placed the order, or the
+// request carries the order link signature of the order's receipt (Signer.OrderLink). The
+// receipt is sent once the order is paid, so a visitor who came by its link never needs the
+// pay form or the payment poll, which work for the session alone.
+func mayView(c echo.Context, o *models.Order) (bool, error) {
+	if o.SessionID != nil && *o.SessionID == SessionOf(c) {
+		return true, nil
+	}
+	signer, err := signerOf(c)
+	if err != nil {
+		return false, err
+	}
+	return signer.validOrderLink(o.ID, c.QueryParam("sig")), nil
+}
+
+// journalPageSize is how many journal events the order page shows at a time.
+const journalPageSize = 100
+
+// journalSection fills the order page's "What happened" with one page of the order's journal
+// (?journal=N, from 1) and links to the pages before and after it.
+func (s *Storefront) journalSection(c echo.Context, orderID string, vm *pages.OrderPage) {
+	n, err := strconv.Atoi(c.QueryParam("journal"))
+	if err != nil || n < 1 {
+		n = 1
+	}
+	page, err := s.Journal.ForOrderPage(c.Request().Context(), orderID, (n-1)*journalPageSize, journalPageSize)
+	if err != nil {
+		return
+	}
+	for _, ev := range page.Events {
+		detail := ev.Detail
+		if ev.Repeats > 0 && ev.LastAt != nil {
+			detail += fmt.Sprintf(" (and %d more like it, the last at %s)", ev.Repeats, ev.LastAt.UTC().Format("15:04:05.000"))
+		}
+		vm.Journal = append(vm.Journal, pages.JournalRow{At: ev.At.UTC().Format("15:04:05.000"),
+			Actor: ev.Actor, Event: ev.Kind, Detail: detail})
+	}
+	vm.JournalPage.Showing = fmt.Sprintf("%d events", page.Total)
+	if int64(journalPageSize) < page.Total {
+		vm.JournalPage.Showing = fmt.Sprintf("events %d–%d of %d", page.Offset+1, page.Offset+len(page.Events), page.Total)
+	}
+	link := func(n int) string {
+		q := url.Values{}
+		for k, v := range c.QueryParams() { // a copy: Echo keeps the request's own
+			q[k] = v
+		}
+		q.Set("journal", strconv.Itoa(n))
+		q.Del("poll")
+		return c.Request().URL.Path + "?" + q.Encode()
+	}
+	if n > 1 {
+		vm.JournalPage.Earlier = link(n - 1)
+	}
+	if int64(page.Offset+len(page.Events)) < page.Total {
+		vm.JournalPage.Later = link(n + 1)
+	}
+	vm.JournalPage.Open = c.QueryParam("journal") != ""
 }
 
 // paymentPoll answers the order page's htmx poll (GET /orders/:id?poll=payment): the same
@@ -137,6 +205,8 @@ func orderStatus(status string) (words, class string) {
 		return "Paid", "paid"
 	case models.OrderPaymentFailed:
 		return "Payment failed", "failed"
+	case models.OrderExpired:
+		return "Expired", "failed"
 	default:
 		return "Pending payment", "pending"
 	}

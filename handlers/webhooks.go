@@ -41,21 +41,21 @@ func (h *Webhooks) Routes(e *echo.Echo) {
 func (h *Webhooks) receive(c echo.Context) error {
 	body, err := io.ReadAll(c.Request().Body)
 	if err != nil {
-		return &models.Error{Kind: models.KindInvalid, Code: "unreadable_body", Message: "the request body could not be read", Err: err}
+		return models.ErrUnreadableBody.Wrap(err)
 	}
 	if err := h.Verifier.Verify(body, c.Request().Header); err != nil {
 		switch {
 		case errors.Is(err, payments.ErrWebhookBadSignature):
-			return &models.Error{Kind: models.KindUnauthorized, Code: "invalid_signature", Message: "the webhook signature does not match"}
+			return models.ErrInvalidSignature
 		case errors.Is(err, payments.ErrWebhookStale):
-			return &models.Error{Kind: models.KindInvalid, Code: "stale_webhook", Message: "the webhook timestamp is more than 5 minutes from now"}
+			return models.ErrStaleWebhook
 		default:
-			return &models.Error{Kind: models.KindInvalid, Code: "missing_signature", Message: "webhook-id, webhook-timestamp and webhook-signature headers are required"}
+			return models.ErrMissingSignature
 		}
 	}
 	var ev payments.GatewayEvent
 	if err := json.Unmarshal(body, &ev); err != nil {
-		return &models.Error{Kind: models.KindInvalid, Code: "invalid_json", Message: "the webhook body is not valid JSON"}
+		return models.ErrInvalidJSON.Msgf("the webhook body is not valid JSON")
 	}
 	decision, duplicate, err := h.Processor.Process(c.Request().Context(), ev)
 	if err != nil {

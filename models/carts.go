@@ -10,8 +10,10 @@ import (
 	"gorm.io/gorm/clause"
 )
 
-// MaxLineQuantity is the most units of one product a cart line or order line may hold.
-const MaxLineQuantity = 99
+// MaxLineQuantity is the most units of one product a cart line or order line may hold: enough
+// for any shopper, small enough that one order (or one shopper with a card that is always
+// declined, until the order expires) cannot take a product's whole demo stock.
+const MaxLineQuantity = 10
 
 // CartStore keeps each browser session's cart.
 type CartStore struct{ db *gorm.DB }
@@ -100,7 +102,7 @@ func (s *CartStore) SetQuantity(ctx context.Context, tenantID, sessionID, sku st
 			return fmt.Errorf("update cart line: %w", res.Error)
 		}
 		if res.RowsAffected == 0 {
-			return Errorf(KindNotFound, "not_in_cart", "%s is not in your cart", product.Name)
+			return ErrNotInCart.Msgf("%s is not in your cart", product.Name)
 		}
 		return nil
 	})
@@ -173,9 +175,8 @@ func validQuantity(q int) error {
 }
 
 func outOfStock(sku string, available int) *Error {
-	return &Error{Kind: KindConflict, Code: ErrOutOfStock.Code,
-		Message: fmt.Sprintf("only %d of %s left in stock", available, sku),
-		Fields:  map[string]string{"sku": sku, "available": fmt.Sprint(available)}}
+	return ErrOutOfStock.Msgf("only %d of %s left in stock", available, sku).
+		WithFields(map[string]string{"sku": sku, "available": fmt.Sprint(available)})
 }
 
 // ByID returns one of the session's carts, open or converted, with its lines and products, or

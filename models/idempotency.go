@@ -18,8 +18,9 @@ const (
 	KeyCompleted  = "completed"
 )
 
-// Recovery points every operation shares. Multi-step operations (payments) add their own in
-// between, e.g. "started" → "payment_created" → "charge_created" → "finished".
+// Recovery points every operation shares. Multi-step operations add their own in between: the
+// checkout and payment operations go "started" → "payment_created" → "finished"
+// (payments/service.go).
 const (
 	RecoveryStarted  = "started"
 	RecoveryFinished = "finished"
@@ -58,18 +59,14 @@ type IdempotencyRecord struct {
 // TableName tells GORM the table's name.
 func (IdempotencyRecord) TableName() string { return "idempotency_keys" }
 
-// StoredResponse is a completed key's answer, replayed byte for byte.
-type StoredResponse struct {
+// Response is an HTTP answer prepared before it is written: an operation renders one, its key
+// stores it, and it is sent — the first time and on every replay — byte for byte. Only the
+// StoredHeaders of Header are ever kept.
+type Response struct {
 	Status int
-	Header http.Header // only the StoredHeaders
+	Header http.Header
 	Body   []byte
 }
-
-// ErrLeaseLost is returned by the fenced methods of an IdempotencyKey when its owner no longer
-// holds the lease: it expired and another request took the key over (or the key is already
-// completed). The caller's transaction must roll back; the new owner decides the outcome.
-var ErrLeaseLost = &Error{Kind: KindConflict, Code: "idempotency_lease_lost",
-	Message: "another request took over this idempotency key; retry with the same key to get its outcome"}
 
 // Outcome says what Reserve found.
 type Outcome int
@@ -109,8 +106,8 @@ type ReserveRequest struct {
 // RetryAfter (InProgress) is set, depending on Outcome.
 type Reservation struct {
 	Outcome    Outcome
-	Key        *IdempotencyKey
-	Response   *StoredResponse
+	Key        OwnedKey
+	Response   *Response
 	RetryAfter time.Duration
 }
 
@@ -204,51 +201,8 @@ func (s *IdempotencyStore) Reserve(ctx context.Context, req ReserveRequest) (*Re
 	return &Reservation{Outcome: InProgress, RetryAfter: time.Second}, nil
 }
 
-// ReserveCheckThenInsert is the RACY reservation that Reserve replaces, kept only for the
-// failure lab (its atomic_reservation switch): it knows two states, absent and completed. It
-// SELECTs the key; a completed key is replayed (or a mismatch refused) as by Reserve. An
-// absent key is run, and its answer is written under the key only when the operation
-// completes. Two requests that both SELECT before either completes both run the operation:
-// that window is the bug. (While it runs, the operation's progress lives in a row under a
-// private name, so the rest of the code path is unchanged.)
-func (s *IdempotencyStore) ReserveCheckThenInsert(ctx context.Context, req ReserveRequest) (*Reservation, error) {
-	db := s.db.WithContext(ctx)
-	var existing IdempotencyRecord
-	err := db.Where("tenant_id = ? AND key = ?", req.TenantID, req.Key).Take(&existing).Error
-	switch {
-	case err == nil:
-		if existing.Principal != req.Principal || existing.Endpoint != req.Endpoint || existing.Fingerprint != req.Fingerprint {
-			return &Reservation{Outcome: Mismatch}, nil
-		}
-		if existing.State != KeyCompleted {
-			return &Reservation{Outcome: InProgress, RetryAfter: time.Second}, nil
-		}
-		resp, err := existing.storedResponse()
-		if err != nil {
-			return nil, err
-		}
-		return &Reservation{Outcome: Replay, Response: resp}, nil
-	case !errors.Is(err, gorm.ErrRecordNotFound):
-		return nil, fmt.Errorf("read idempotency key: %w", err)
-	}
-	t := now()
-	token := NewID("lease")
-	row := IdempotencyRecord{
-		ID: NewID("idk"), TenantID: req.TenantID, Key: NewID("unreserved"), Principal: req.Principal,
-		Endpoint: req.Endpoint, Fingerprint: req.Fingerprint, State: KeyInProgress,
-		RecoveryPoint: RecoveryStarted, LockToken: &token, LockedAt: &t,
-		RequestParams: string(req.Params), Attempts: 1, CreatedAt: t, UpdatedAt: t,
-	}
-	if err := db.Create(&row).Error; err != nil {
-		return nil, fmt.Errorf("insert working idempotency row: %w", err)
-	}
-	k := newKeyHandle(s, &row, req.Lease)
-	k.finalKey = req.Key
-	return &Reservation{Outcome: Reserved, Key: k}, nil
-}
-
-func (r *IdempotencyRecord) storedResponse() (*StoredResponse, error) {
-	resp := &StoredResponse{Status: *r.ResponseStatus, Header: http.Header{}, Body: r.ResponseBody}
+func (r *IdempotencyRecord) storedResponse() (*Response, error) {
+	resp := &Response{Status: *r.ResponseStatus, Header: http.Header{}, Body: r.ResponseBody}
 	if r.ResponseHeaders != nil {
 		var h map[string]string
 		if err := json.Unmarshal([]byte(*r.ResponseHeaders), &h); err != nil {

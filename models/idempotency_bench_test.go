@@ -28,7 +28,7 @@ func BenchmarkReserveComplete(b *testing.B) {
 				if err != nil || r.Outcome != models.Reserved {
 					b.Fatalf("reserve: got %v, %v, want reserved", r, err)
 				}
-				if err := r.Key.Complete(ctx, http.StatusCreated, header, body); err != nil {
+				if err := r.Key.Complete(ctx, models.Response{Status: http.StatusCreated, Header: header, Body: body}); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -4,12 +4,34 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"sync"
 	"time"
 
 	"gorm.io/gorm"
 )
+
+// OwnedKey is what the owner of a reserved key can do with it; a Reservation hands one out.
+// *IdempotencyKey is the shop's; the failure lab's check-then-insert reservation hands out a
+// variant of it (idempotency_lab.go).
+type OwnedKey interface {
+	ID() string
+	Key() string
+	Lease() time.Duration
+	Attempts() int
+	Params() []byte
+	OrderID() string
+	PaymentID() string
+	RecoveryPoint() string
+	Completed() bool
+
+	AdvanceTx(tx *gorm.DB, point string) error
+	LinkTx(tx *gorm.DB, orderID, paymentID string) error
+	CompleteTx(tx *gorm.DB, r Response) error
+	Complete(ctx context.Context, r Response) error
+	Renew(ctx context.Context) error
+	Release(ctx context.Context) error
+	Delete(ctx context.Context) (bool, error)
+}
 
 // IdempotencyKey is the owner's handle on a reserved key: what business code uses to record
 // progress and to complete the key in its own transaction.
@@ -33,10 +55,6 @@ type IdempotencyKey struct {
 	attempts    int
 	orderID     *string
 	paymentID   *string
-
-	// finalKey, set only by ReserveCheckThenInsert (the failure lab), is the client's key the
-	// answer is written under at completion; until then the row works under a private name.
-	finalKey string
 
 	mu            sync.Mutex
 	recoveryPoint string
@@ -136,12 +154,12 @@ func (k *IdempotencyKey) LinkTx(tx *gorm.DB, orderID, paymentID string) error {
 
 // CompleteTx stores the final answer inside tx, the transaction of the operation's last phase,
 // so that the business rows and the stored answer commit together or not at all. Only the
-// StoredHeaders of header are kept. It returns ErrLeaseLost if the key was taken over; the
+// StoredHeaders of r.Header are kept. It returns ErrLeaseLost if the key was taken over; the
 // caller must then roll back.
-func (k *IdempotencyKey) CompleteTx(tx *gorm.DB, status int, header http.Header, body []byte) error {
+func (k *IdempotencyKey) CompleteTx(tx *gorm.DB, r Response) error {
 	kept := map[string]string{}
 	for _, name := range StoredHeaders {
-		if v := header.Get(name); v != "" {
+		if v := r.Header.Get(name); v != "" {
 			kept[name] = v
 		}
 	}
@@ -149,20 +167,17 @@ func (k *IdempotencyKey) CompleteTx(tx *gorm.DB, status int, header http.Header,
 	if err != nil {
 		return fmt.Errorf("encode stored headers: %w", err)
 	}
+	body := r.Body
 	if body == nil {
 		body = []byte{} // NOT NULL-ish: an empty body is still an answer
 	}
 	t := now()
 	set := map[string]any{
 		"state": KeyCompleted, "recovery_point": RecoveryFinished,
-		"response_status": status, "response_headers": string(headers), "response_body": body,
+		"response_status": r.Status, "response_headers": string(headers), "response_body": body,
 		"lock_token": nil, "locked_at": nil, "updated_at": t, "completed_at": t,
 	}
-	if k.finalKey != "" {
-		set["key"] = k.finalKey // check-then-insert: the completed answer appears only now
-	}
-	err = k.fenced(tx, "complete", set)
-	if err != nil {
+	if err := k.fenced(tx, "complete", set); err != nil {
 		return err
 	}
 	k.mu.Lock()
@@ -174,8 +189,8 @@ func (k *IdempotencyKey) CompleteTx(tx *gorm.DB, status int, header http.Header,
 // Complete is CompleteTx in a statement of its own, for outcomes that have no business write
 // to join (a decline that wrote nothing, an answer computed by a handler that does not know
 // about keys).
-func (k *IdempotencyKey) Complete(ctx context.Context, status int, header http.Header, body []byte) error {
-	return k.CompleteTx(k.store.db.WithContext(ctx), status, header, body)
+func (k *IdempotencyKey) Complete(ctx context.Context, r Response) error {
+	return k.CompleteTx(k.store.db.WithContext(ctx), r)
 }
 
 // Renew extends the lease by another Lease from now. The middleware's renewer calls it every

@@ -38,10 +38,10 @@ func MustReserve(tb testing.TB, s *models.IdempotencyStore, req models.ReserveRe
 }
 
 // MustComplete completes k outside any business transaction.
-func MustComplete(tb testing.TB, k *models.IdempotencyKey, status int, body string) {
+func MustComplete(tb testing.TB, k models.OwnedKey, status int, body string) {
 	tb.Helper()
 	h := http.Header{"Content-Type": {"application/json"}, "Location": {"/x/1"}, "Set-Cookie": {"secret=1"}}
-	if err := k.Complete(context.Background(), status, h, []byte(body)); err != nil {
+	if err := k.Complete(context.Background(), models.Response{Status: status, Header: h, Body: []byte(body)}); err != nil {
 		tb.Fatalf("complete: %v", err)
 	}
 }
@@ -124,7 +124,7 @@ func TestIdempotencyReserve(t *testing.T) {
 		})
 		t.Run("DeleteAfterProgressReleases", func(t *testing.T) {
 			k := MustReserve(t, s, reserveRequest("k7"), models.Reserved).Key
-			if err := db.Transaction(func(tx *gorm.DB) error { return k.AdvanceTx(tx, "charge_created") }); err != nil {
+			if err := db.Transaction(func(tx *gorm.DB) error { return k.AdvanceTx(tx, "payment_created") }); err != nil {
 				t.Fatal(err)
 			}
 			deleted, err := k.Delete(ctx)
@@ -132,8 +132,8 @@ func TestIdempotencyReserve(t *testing.T) {
 				t.Fatalf("delete: got %v, %v, want false, nil", deleted, err)
 			}
 			rec, err := s.Get(ctx, "acme", "k7")
-			if err != nil || rec.LockToken != nil || rec.RecoveryPoint != "charge_created" {
-				t.Errorf("got %+v, %v, want a released key at charge_created", rec, err)
+			if err != nil || rec.LockToken != nil || rec.RecoveryPoint != "payment_created" {
+				t.Errorf("got %+v, %v, want a released key at payment_created", rec, err)
 			}
 		})
 	})
@@ -161,7 +161,7 @@ func TestIdempotencyFencing(t *testing.T) {
 		if !errors.Is(err, models.ErrLeaseLost) {
 			t.Errorf("advance: got %v, want ErrLeaseLost", err)
 		}
-		if err := stale.Complete(ctx, 500, nil, []byte("stale\n")); !errors.Is(err, models.ErrLeaseLost) {
+		if err := stale.Complete(ctx, models.Response{Status: 500, Body: []byte("stale\n")}); !errors.Is(err, models.ErrLeaseLost) {
 			t.Errorf("complete: got %v, want ErrLeaseLost", err)
 		}
 		if err := stale.Release(ctx); !errors.Is(err, models.ErrLeaseLost) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -34,6 +35,7 @@ const (
 	JournalShipment      = "shipment"    // outbox delivery: delivered or deduplicated
 	JournalClaim         = "claim"       // the completer took over an abandoned operation
 	JournalCompleted     = "completion"  // what the completer's attempt came to
+	JournalExpiry        = "expiry"      // an unpaid order expired and gave its stock back
 	// Things done to the shop rather than by it; the failure lab records them in its runs.
 	JournalCrash  = "crash"  // the process was killed at a crash point
 	JournalReaper = "reaper" // the reaper deleted completed keys
@@ -52,6 +54,11 @@ type JournalEvent struct {
 	Kind           string
 	Detail         string
 	At             time.Time
+	// Repeats counts the later events just like this one — a key's replays, 409s or 422s past
+	// JournalRepeatRows of them — that were counted here rather than written; LastAt is when
+	// the latest of them happened. Zero and nil for every other event.
+	Repeats int
+	LastAt  *time.Time
 }
 
 // TableName tells GORM the table's name.
@@ -105,14 +112,17 @@ func (s *JournalStore) Run(ctx context.Context) {
 	s.running.Store(true)
 	t := time.NewTicker(50 * time.Millisecond)
 	defer t.Stop()
+	// Writes are not cancelled with ctx: a batch taken off the queue when the shop stops is
+	// written rather than lost.
+	write := context.WithoutCancel(ctx)
 	for {
 		select {
 		case <-ctx.Done():
 			s.running.Store(false)
-			s.flush(context.WithoutCancel(ctx))
+			s.flush(write)
 			return
 		case <-t.C:
-			s.flush(ctx)
+			s.flush(write)
 		}
 	}
 }
@@ -120,23 +130,114 @@ func (s *JournalStore) Run(ctx context.Context) {
 // flush writes every queued event, journalBatch rows per statement.
 func (s *JournalStore) flush(ctx context.Context) {
 	for {
-		rows := make([]map[string]any, 0, journalBatch)
+		evs := make([]JournalEvent, 0, journalBatch)
 	fill:
-		for len(rows) < journalBatch {
+		for len(evs) < journalBatch {
 			select {
 			case ev := <-s.queue:
-				rows = append(rows, ev.row())
+				evs = append(evs, ev)
 			default:
 				break fill
 			}
 		}
-		if len(rows) == 0 {
+		if len(evs) == 0 {
 			return
 		}
-		if err := s.db.WithContext(ctx).Table(JournalEvent{}.TableName()).Create(rows).Error; err != nil {
-			s.logger.WarnContext(ctx, "journal write failed", "events", len(rows), "err", err)
+		if err := s.write(s.db.WithContext(ctx), evs); err != nil {
+			s.logger.WarnContext(ctx, "journal write failed", "events", len(evs), "err", err)
 		}
 	}
+}
+
+// JournalRepeatRows bounds how many rows one key keeps of one answer a client can make the
+// shop give again and again: a replay, a 409 in progress, a 422 mismatch. Past it, each one
+// is counted on the last such row (Repeats, LastAt) instead of written, so a client that
+// retries for ever cannot grow an order's journal for ever. Several shop processes each
+// decide for themselves, so the bound can be passed by a row or two per process.
+const JournalRepeatRows = 10
+
+// repeatKey names the events of one key that repeat one answer.
+type repeatKey struct{ tenant, key, kind, outcome string }
+
+// repeatKeyOf reports whether ev is an answer a client can repeat at will, and which.
+func repeatKeyOf(ev JournalEvent) (repeatKey, bool) {
+	if ev.Kind != JournalReservation || ev.IdempotencyKey == "" {
+		return repeatKey{}, false
+	}
+	outcome, _, _ := strings.Cut(ev.Detail, ":")
+	switch outcome {
+	case "replayed", "in_progress", "mismatch":
+		return repeatKey{ev.TenantID, ev.IdempotencyKey, ev.Kind, outcome}, true
+	}
+	return repeatKey{}, false
+}
+
+// sameAnswer selects the stored rows of k.
+func (k repeatKey) sameAnswer(db *gorm.DB) *gorm.DB {
+	prefix := k.outcome + ":"
+	return db.Model(&JournalEvent{}).Where("tenant_id = ? AND idempotency_key = ? AND kind = ? AND substr(detail, 1, ?) = ?",
+		k.tenant, k.key, k.kind, len(prefix), prefix)
+}
+
+// write appends evs in order: every event as a row, except repeated answers past
+// JournalRepeatRows, which are counted on the last row of their answer.
+func (s *JournalStore) write(db *gorm.DB, evs []JournalEvent) error {
+	type fold struct {
+		n      int
+		lastAt time.Time
+	}
+	rows := make([]map[string]any, 0, len(evs))
+	kept := map[repeatKey]int{} // rows of each answer, stored or about to be
+	folds := map[repeatKey]*fold{}
+	var order []repeatKey
+	for _, ev := range evs {
+		k, repeats := repeatKeyOf(ev)
+		if !repeats {
+			rows = append(rows, ev.row())
+			continue
+		}
+		n, seen := kept[k]
+		if !seen {
+			var stored int64
+			if err := k.sameAnswer(db).Count(&stored).Error; err != nil {
+				return fmt.Errorf("count repeated journal events: %w", err)
+			}
+			n = int(stored)
+		}
+		if n < JournalRepeatRows {
+			kept[k] = n + 1
+			rows = append(rows, ev.row())
+			continue
+		}
+		kept[k] = n
+		f := folds[k]
+		if f == nil {
+			f = &fold{}
+			folds[k] = f
+			order = append(order, k)
+		}
+		f.n++
+		f.lastAt = ev.At
+		if f.lastAt.IsZero() {
+			f.lastAt = now()
+		}
+	}
+	for start := 0; start < len(rows); start += journalBatch {
+		batch := rows[start:min(start+journalBatch, len(rows))]
+		if err := db.Table(JournalEvent{}.TableName()).Create(batch).Error; err != nil {
+			return fmt.Errorf("record journal events: %w", err)
+		}
+	}
+	for _, k := range order {
+		f := folds[k]
+		last := k.sameAnswer(db).Select("MAX(id)")
+		err := db.Model(&JournalEvent{}).Where("id = (?)", last).
+			Updates(map[string]any{"repeats": gorm.Expr("repeats + ?", f.n), "last_at": f.lastAt.UTC()}).Error
+		if err != nil {
+			return fmt.Errorf("count repeated journal events: %w", err)
+		}
+	}
+	return nil
 }
 
 // RecordTx appends ev inside tx, the transaction of the phase it describes, so the event and
@@ -162,7 +263,7 @@ func (s *JournalStore) Record(ctx context.Context, ev JournalEvent) {
 		default: // the queue is full: write this one now rather than lose it
 		}
 	}
-	if err := s.RecordTx(s.db.WithContext(context.WithoutCancel(ctx)), ev); err != nil {
+	if err := s.write(s.db.WithContext(context.WithoutCancel(ctx)), []JournalEvent{ev}); err != nil {
 		s.logger.WarnContext(ctx, "journal write failed", "tenant", ev.TenantID, "order_id", ev.OrderID,
 			"kind", ev.Kind, "err", err)
 	}
@@ -172,13 +273,53 @@ func (s *JournalStore) Record(ctx context.Context, ev JournalEvent) {
 // every event of the idempotency keys that worked on it — including those written before the
 // order existed (the first reservation) or after (a replay).
 func (s *JournalStore) ForOrder(ctx context.Context, orderID string) ([]JournalEvent, error) {
+	q, err := s.orderJournal(ctx, orderID)
+	if err != nil {
+		return nil, err
+	}
+	var evs []JournalEvent
+	if err := q.Order("at, id").Find(&evs).Error; err != nil {
+		return nil, fmt.Errorf("journal of order: %w", err)
+	}
+	return evs, nil
+}
+
+// JournalPage is a slice of an order's journal: Events from Offset on, oldest first, out of
+// Total events in all.
+type JournalPage struct {
+	Events []JournalEvent
+	Offset int
+	Total  int64
+}
+
+// ForOrderPage returns at most limit events of the order's journal (ForOrder's events, in
+// its order), starting offset events in, with the total count, so a long journal can be
+// shown a page at a time.
+func (s *JournalStore) ForOrderPage(ctx context.Context, orderID string, offset, limit int) (JournalPage, error) {
+	page := JournalPage{Offset: offset}
+	q, err := s.orderJournal(ctx, orderID)
+	if err != nil {
+		return page, err
+	}
+	if err := q.Session(&gorm.Session{}).Count(&page.Total).Error; err != nil {
+		return page, fmt.Errorf("count journal of order: %w", err)
+	}
+	if err := q.Order("at, id").Offset(offset).Limit(limit).Find(&page.Events).Error; err != nil {
+		return page, fmt.Errorf("journal page of order: %w", err)
+	}
+	return page, nil
+}
+
+// orderJournal selects the events of an order's journal: those about the order, and every
+// event of the idempotency keys that worked on it.
+func (s *JournalStore) orderJournal(ctx context.Context, orderID string) (*gorm.DB, error) {
 	db := s.db.WithContext(ctx)
 	var keys []JournalEvent
 	if err := db.Model(&JournalEvent{}).Distinct("tenant_id", "idempotency_key").
 		Where("order_id = ? AND idempotency_key IS NOT NULL", orderID).Find(&keys).Error; err != nil {
 		return nil, fmt.Errorf("journal keys of order: %w", err)
 	}
-	q := db.Where("order_id = ?", orderID)
+	q := db.Model(&JournalEvent{}).Where("order_id = ?", orderID)
 	if len(keys) > 0 {
 		names := make([]string, len(keys))
 		for i, k := range keys {
@@ -187,11 +328,7 @@ func (s *JournalStore) ForOrder(ctx context.Context, orderID string) ([]JournalE
 		// An order belongs to one tenant, so all its keys do too.
 		q = q.Or("tenant_id = ? AND idempotency_key IN ?", keys[0].TenantID, names)
 	}
-	var evs []JournalEvent
-	if err := q.Order("at, id").Find(&evs).Error; err != nil {
-		return nil, fmt.Errorf("journal of order: %w", err)
-	}
-	return evs, nil
+	return q, nil
 }
 
 // ForKey returns the journal of one idempotency key of a tenant, oldest first.

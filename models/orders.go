@@ -111,9 +111,10 @@ func isAlpha2(s string) bool {
 	return len(s) == 2 && s[0] >= 'A' && s[0] <= 'Z' && s[1] >= 'A' && s[1] <= 'Z'
 }
 
-// ErrCartConverted is returned when an order is placed from a cart that already became an order.
-var ErrCartConverted = &Error{Kind: KindConflict, Code: "cart_already_converted",
-	Message: "this cart has already been turned into an order"}
+// OrderExpired is the status of an order that was not paid in time (see ExpireUnpaidOrders):
+// its stock is back on sale and it can no longer be paid. An order reaches it from
+// pending_payment or payment_failed, never from paid, and never leaves it.
+const OrderExpired = "expired"
 
 // OrderStore places and reads orders.
 type OrderStore struct{ db *gorm.DB }
@@ -312,4 +313,105 @@ func (s *OrderStore) ListForSession(ctx context.Context, tenantID, sessionID str
 		return nil, fmt.Errorf("list orders: %w", err)
 	}
 	return os, nil
+}
+
+// ExpiredOrder is an order ExpireUnpaidOrders expired, with the units it gave back to stock.
+type ExpiredOrder struct {
+	ID       string
+	TenantID string
+	Units    int
+}
+
+// ExpireUnpaidOrders expires up to limit orders that nobody is paying for, oldest first, and
+// gives their stock back, in one transaction; finish, if set, runs inside it with the orders
+// it expired (the expiry job journals them there). It returns the orders expired.
+//
+// An order is expired when it is pending_payment or payment_failed, has had no attempt since
+// cutoff — neither placed nor given a payment (updated_at) nor seen a payment settle — and has
+// no payment pending (its outcome is not known: it may yet be paid) or succeeded (money was
+// taken: reconciliation must look at it, and the stock stays).
+//
+// It cannot race a payment: CreatePaymentTx first moves the order's updated_at to now with
+// a conditional update on the same row. On PostgreSQL whichever statement comes second waits
+// for the other's row lock and then re-reads the row — the expiry finds a fresh updated_at and
+// leaves the order, or the payment finds the order expired and answers ErrOrderExpired; SQLite
+// runs one writer at a time. The status update is conditional too, so stock comes back once.
+func (s *OrderStore) ExpireUnpaidOrders(ctx context.Context, cutoff time.Time, limit int, finish func(tx *gorm.DB, expired []ExpiredOrder) error) ([]ExpiredOrder, error) {
+	var expired []ExpiredOrder
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		cutoff := cutoff.UTC() // SQLite compares stored (UTC) times as text
+		var rows []struct{ ID, TenantID string }
+		err := tx.Raw(`UPDATE orders SET status = ?, updated_at = ?
+			WHERE id IN (
+				SELECT o.id FROM orders o
+				WHERE o.status IN ? AND o.updated_at < ?
+				  AND NOT EXISTS (SELECT 1 FROM payments p WHERE p.order_id = o.id
+				                  AND (p.status IN ? OR p.updated_at >= ?))
+				ORDER BY o.updated_at, o.id LIMIT ?)
+			  AND status IN ? AND updated_at < ?
+			RETURNING id, tenant_id`,
+			OrderExpired, tx.NowFunc(),
+			orderPredecessors[OrderExpired], cutoff, []string{PaymentPending, PaymentSucceeded}, cutoff, limit,
+			orderPredecessors[OrderExpired], cutoff).Scan(&rows).Error
+		if err != nil {
+			return fmt.Errorf("expire orders: %w", err)
+		}
+		if len(rows) == 0 {
+			return nil
+		}
+		ids := make([]string, len(rows))
+		for i, r := range rows {
+			ids[i] = r.ID
+		}
+		// Stock comes back once per order, whoever gives it back: an operator may already have
+		// released it (the triage desk's settle as failed, ReleaseStockTx). The same
+		// conditional mark as there picks the orders whose stock is still out.
+		var release []string
+		if err := tx.Raw(`UPDATE orders SET stock_released_at = ? WHERE id IN ? AND stock_released_at IS NULL RETURNING id`,
+			tx.NowFunc(), ids).Scan(&release).Error; err != nil {
+			return fmt.Errorf("mark stock of expired orders released: %w", err)
+		}
+		var lines []OrderLine
+		if err := tx.Where("order_id IN ?", release).Find(&lines).Error; err != nil {
+			return fmt.Errorf("load lines of expired orders: %w", err)
+		}
+		units := map[string]int{}
+		back := map[int64]int{} // product id → units back in stock
+		for _, l := range lines {
+			units[l.OrderID] += l.Quantity
+			back[l.ProductID] += l.Quantity
+		}
+		if err := releaseStock(tx, back); err != nil {
+			return err
+		}
+		for _, r := range rows {
+			expired = append(expired, ExpiredOrder{ID: r.ID, TenantID: r.TenantID, Units: units[r.ID]})
+		}
+		sort.Slice(expired, func(i, j int) bool { return expired[i].ID < expired[j].ID })
+		if finish != nil {
+			return finish(tx, expired)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return expired, nil
+}
+
+// releaseStock puts units back, one statement per product in product id order: the order
+// reserveStock takes rows in, so an expiry and a checkout never wait for each other in a
+// circle. An expiry pass touches a catalogue's worth of products at most.
+func releaseStock(tx *gorm.DB, back map[int64]int) error {
+	ids := make([]int64, 0, len(back))
+	for id := range back {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	for _, id := range ids {
+		if err := tx.Model(&Product{}).Where("id = ?", id).Update("stock", gorm.Expr("stock + ?", back[id])).Error; err != nil {
+			return fmt.Errorf("give stock back to product %d: %w", id, err)
+		}
+	}
+	return nil
 }

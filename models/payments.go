@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
@@ -15,7 +16,7 @@ import (
 // two writers racing for the same transition cannot both win.
 //
 //	payment: pending → succeeded | failed | refunded;  succeeded → refunded
-//	order:   pending_payment → paid | payment_failed;  payment_failed → paid
+//	order:   pending_payment → paid | payment_failed | expired;  payment_failed → paid | expired
 var (
 	paymentPredecessors = map[string][]string{
 		PaymentSucceeded: {PaymentPending},
@@ -25,31 +26,15 @@ var (
 	orderPredecessors = map[string][]string{
 		OrderPaid:          {OrderPendingPayment, OrderPaymentFailed},
 		OrderPaymentFailed: {OrderPendingPayment},
+		OrderExpired:       {OrderPendingPayment, OrderPaymentFailed},
 	}
 )
 
 // CanPaymentMove reports whether a payment may move from one status to another.
-func CanPaymentMove(from, to string) bool { return contains(paymentPredecessors[to], from) }
+func CanPaymentMove(from, to string) bool { return slices.Contains(paymentPredecessors[to], from) }
 
 // CanOrderMove reports whether an order may move from one status to another.
-func CanOrderMove(from, to string) bool { return contains(orderPredecessors[to], from) }
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
-}
-
-// ErrOrderAlreadyPaid is returned when a new payment is attempted for a paid order.
-var ErrOrderAlreadyPaid = &Error{Kind: KindConflict, Code: "order_already_paid", Message: "this order has already been paid"}
-
-// ErrPaymentInProgress is returned when a new payment is attempted while another payment of the
-// same order has an outcome that is not known yet.
-var ErrPaymentInProgress = &Error{Kind: KindConflict, Code: "payment_in_progress",
-	Message: "another payment of this order is still being confirmed; wait for its outcome"}
+func CanOrderMove(from, to string) bool { return slices.Contains(orderPredecessors[to], from) }
 
 // NewPayment describes a payment to record before the gateway is called.
 type NewPayment struct {
@@ -63,11 +48,14 @@ type NewPayment struct {
 // CreatePaymentTx inserts a pending payment for the order inside the caller's transaction. Its
 // gateway key is derived from its own id ("<payment id>:charge"): recorded before the gateway
 // is ever called, identical on every attempt and after a restart. It returns
-// ErrOrderAlreadyPaid or ErrPaymentInProgress when the order cannot take a new payment.
+// ErrOrderAlreadyPaid, ErrOrderExpired or ErrPaymentInProgress when the order cannot take a
+// new payment; the caller then rolls back.
 func CreatePaymentTx(tx *gorm.DB, in NewPayment) (*Payment, error) {
 	switch in.Order.Status {
 	case OrderPaid:
 		return nil, ErrOrderAlreadyPaid
+	case OrderExpired:
+		return nil, ErrOrderExpired
 	}
 	id := NewID("pay")
 	p := &Payment{
@@ -100,6 +88,31 @@ func CreatePaymentTx(tx *gorm.DB, in NewPayment) (*Payment, error) {
 		}
 		return nil, ErrPaymentInProgress
 	}
+	// A new attempt: the order's hold starts again now (ExpireUnpaidOrders counts from
+	// updated_at). The update is conditional on a status that can still be paid, so an order
+	// expired since it was read is refused (the caller rolls the payment back), and on
+	// PostgreSQL it holds the order's row until commit, so the expiry job cannot expire the
+	// order under this payment. It comes after the insert on purpose: an insert that waits
+	// for another payment of the order to settle must not hold the order's row meanwhile, or
+	// it and the settlement (which moves the order) would wait for each other.
+	held := tx.Model(&Order{}).Where("id = ? AND status IN ?", in.Order.ID, orderPredecessors[OrderExpired]).
+		Update("updated_at", tx.NowFunc())
+	if held.Error != nil {
+		return nil, fmt.Errorf("hold order for payment: %w", held.Error)
+	}
+	if held.RowsAffected == 0 {
+		var status string
+		if err := tx.Model(&Order{}).Where("id = ?", in.Order.ID).Pluck("status", &status).Error; err != nil {
+			return nil, fmt.Errorf("read order status: %w", err)
+		}
+		switch status {
+		case OrderExpired:
+			return nil, ErrOrderExpired
+		case OrderPaid:
+			return nil, ErrOrderAlreadyPaid
+		}
+		return nil, Errorf(KindNotFound, ErrNotFound.Code, "no order %q", in.Order.ID)
+	}
 	return p, nil
 }
 
@@ -122,21 +135,29 @@ func SettlePaymentTx(tx *gorm.DB, paymentID, status, chargeID, declineCode strin
 	if _, ok := paymentPredecessors[status]; !ok {
 		return nil, fmt.Errorf("settle payment: %q is not a final status", status)
 	}
-	return settlePaymentTx(tx, paymentID, status, chargeID, declineCode, true)
-}
-
-// OverwritePaymentStatusTx is SettlePaymentTx WITHOUT the forward-only rule: it writes status
-// (pending included) whatever the current one, and moves the order along. It exists only for
-// the failure lab, whose monotonic_status switch shows what the rule prevents: a late or
-// reordered event moving a paid order back. Production code never calls it.
-func OverwritePaymentStatusTx(tx *gorm.DB, paymentID, status, chargeID, declineCode string) (*PaymentTransition, error) {
-	if _, ok := paymentPredecessors[status]; !ok && status != PaymentPending {
-		return nil, fmt.Errorf("overwrite payment status: %q is not a payment status", status)
+	res := tx.Model(&Payment{}).Where("id = ? AND status IN ?", paymentID, paymentPredecessors[status]).
+		Updates(settlement(tx, status, chargeID, declineCode))
+	if res.Error != nil {
+		return nil, fmt.Errorf("settle payment %s: %w", paymentID, res.Error)
 	}
-	return settlePaymentTx(tx, paymentID, status, chargeID, declineCode, false)
+	moved := res.RowsAffected == 1
+	if orderStatus := orderStatusOf[status]; moved && orderStatus != "" {
+		ofPayment := tx.Model(&Payment{}).Select("order_id").Where("id = ?", paymentID)
+		err := tx.Model(&Order{}).Where("id = (?) AND status IN ?", ofPayment, orderPredecessors[orderStatus]).
+			Updates(map[string]any{"status": orderStatus, "updated_at": tx.NowFunc()}).Error
+		if err != nil {
+			return nil, fmt.Errorf("move order of payment %s to %s: %w", paymentID, orderStatus, err)
+		}
+	}
+	return transitionTx(tx, paymentID, moved)
 }
 
-func settlePaymentTx(tx *gorm.DB, paymentID, status, chargeID, declineCode string, forwardOnly bool) (*PaymentTransition, error) {
+// orderStatusOf is where a payment's order goes when the payment settles: a refund leaves it
+// paid.
+var orderStatusOf = map[string]string{PaymentSucceeded: OrderPaid, PaymentFailed: OrderPaymentFailed}
+
+// settlement is the update that settles a payment at status.
+func settlement(tx *gorm.DB, status, chargeID, declineCode string) map[string]any {
 	set := map[string]any{"status": status, "updated_at": tx.NowFunc()}
 	if chargeID != "" {
 		// Keep the first charge id we learned; a second one would be a second charge, which
@@ -146,37 +167,11 @@ func settlePaymentTx(tx *gorm.DB, paymentID, status, chargeID, declineCode strin
 	if declineCode != "" {
 		set["decline_code"] = declineCode
 	}
-	q := tx.Model(&Payment{}).Where("id = ? AND status IN ?", paymentID, paymentPredecessors[status])
-	if !forwardOnly {
-		q = tx.Model(&Payment{}).Where("id = ? AND status <> ?", paymentID, status)
-	}
-	res := q.Updates(set)
-	if res.Error != nil {
-		return nil, fmt.Errorf("settle payment %s: %w", paymentID, res.Error)
-	}
-	moved := res.RowsAffected == 1
-	if moved {
-		orderStatus := ""
-		switch status {
-		case PaymentSucceeded:
-			orderStatus = OrderPaid
-		case PaymentFailed:
-			orderStatus = OrderPaymentFailed
-		case PaymentPending:
-			orderStatus = OrderPendingPayment // only ever when overwriting (the lab)
-		}
-		if orderStatus != "" {
-			ofPayment := tx.Model(&Payment{}).Select("order_id").Where("id = ?", paymentID)
-			q := tx.Model(&Order{}).Where("id = (?) AND status IN ?", ofPayment, orderPredecessors[orderStatus])
-			if !forwardOnly {
-				q = tx.Model(&Order{}).Where("id = (?)", ofPayment)
-			}
-			err := q.Updates(map[string]any{"status": orderStatus, "updated_at": tx.NowFunc()}).Error
-			if err != nil {
-				return nil, fmt.Errorf("move order of payment %s to %s: %w", paymentID, orderStatus, err)
-			}
-		}
-	}
+	return set
+}
+
+// transitionTx reads the payment and its order as a settlement left them.
+func transitionTx(tx *gorm.DB, paymentID string, moved bool) (*PaymentTransition, error) {
 	var p Payment
 	if err := tx.Where("id = ?", paymentID).Take(&p).Error; err != nil {
 		return nil, fmt.Errorf("reload payment: %w", err)

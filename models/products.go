@@ -36,10 +36,6 @@ func (s *ProductStore) BySKU(ctx context.Context, tenantID, sku string) (*Produc
 	return &p, nil
 }
 
-// ErrUnknownProduct is returned when a SKU is not in the tenant's catalogue.
-var ErrUnknownProduct = &Error{Kind: KindNotFound, Code: "unknown_product", Message: "unknown product"}
-
 func unknownProduct(sku string) *Error {
-	return &Error{Kind: KindNotFound, Code: ErrUnknownProduct.Code,
-		Message: fmt.Sprintf("no product with SKU %q", sku), Fields: map[string]string{"sku": sku}}
+	return ErrUnknownProduct.Msgf("no product with SKU %q", sku).WithFields(map[string]string{"sku": sku})
 }

@@ -17,6 +17,10 @@ type WebhookEvent struct {
 	PaymentID  *string
 	Decision   string
 	ReceivedAt time.Time
+
+	// PayloadHash is the SHA-256 of the event as processed, to tell a redelivery from a
+	// changed payload under the same id (see MarkWebhookConflictTx).
+	PayloadHash *string
 }
 
 // Webhook processing decisions.

@@ -35,7 +35,7 @@ func (s *TenantStore) Get(ctx context.Context, id string) (*Tenant, error) {
 	var t Tenant
 	err := s.db.WithContext(ctx).Where("id = ?", id).Take(&t).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return nil, Errorf(KindNotFound, "not_found", "no shop named %q", id)
+		return nil, ErrNotFound.Msgf("no shop named %q", id)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("get tenant: %w", err)

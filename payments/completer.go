@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"time"
 
 	"checkoutlab/models"
@@ -18,12 +20,15 @@ type Claimer interface {
 // Completer finishes operations whose owner is gone — a crashed process, or a client that got
 // a 5xx and never retried — so every order reaches a final state even if nobody asks again.
 // It is the same code as a client retry: it resumes from the recovery point, asks the gateway
-// before charging, and stores the answer a later retry will be replayed.
+// before charging, and stores the answer, which a later retry gets replayed.
 type Completer struct {
 	Keys    Claimer
 	Service *Service
-	Lease   time.Duration
-	Logger  *slog.Logger
+	// Endpoints are the endpoints whose abandoned keys it finishes (method and route, as the
+	// idempotency middleware records them), each with the operation it runs.
+	Endpoints map[string]Operation
+	Lease     time.Duration
+	Logger    *slog.Logger
 }
 
 // RunOnce claims up to a batch of abandoned operations and drives each to a final state. It
@@ -31,11 +36,12 @@ type Completer struct {
 // not answer) is released again for the next pass; nothing is ever expired silently.
 func (c *Completer) RunOnce(ctx context.Context) (int, error) {
 	done := 0
+	endpoints := slices.Sorted(maps.Keys(c.Endpoints))
 	// One key at a time: a claimed key's lease starts when it is claimed, and finishing one
 	// operation may take two gateway timeouts, so a batch claimed at once could outlive its
 	// lease while it waits its turn.
 	for range 20 {
-		claimed, err := c.Keys.ClaimAbandoned(ctx, Endpoints, c.Lease, 1)
+		claimed, err := c.Keys.ClaimAbandoned(ctx, endpoints, c.Lease, 1)
 		if err != nil || len(claimed) == 0 {
 			return done, err
 		}
@@ -61,7 +67,7 @@ func (c *Completer) RunOnce(ctx context.Context) (int, error) {
 			done++
 			continue
 		}
-		if _, err := c.Service.charge(ctx, ck.Key, ck.Endpoint, true); err != nil {
+		if _, err := c.Service.charge(ctx, ck.Key, c.Endpoints[ck.Endpoint], true); err != nil {
 			log.WarnContext(ctx, "completer: operation still unresolved", "err", err)
 			journal(models.JournalCompleted, "unresolved: "+errorCode(err)+"; released for the next pass")
 			if !errors.Is(err, models.ErrLeaseLost) {
@@ -84,7 +90,7 @@ func errorCode(err error) string {
 	if errors.As(err, &e) {
 		return e.Code
 	}
-	return "internal_error"
+	return models.ErrInternal.Code
 }
 
 func (c *Completer) log() *slog.Logger {

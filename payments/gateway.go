@@ -14,8 +14,8 @@ import (
 	"time"
 )
 
-// GatewayClient talks to the payment gateway (the fake gateway, or anything that speaks
-// contract section 4). Every call has an explicit timeout: a call that does not finish in
+// GatewayClient talks to the payment gateway (the fake gateway, or anything that speaks its
+// API, docs/api.md). Every call has an explicit timeout: a call that does not finish in
 // time is abandoned and, for a charge, reported as an Unknown outcome, never as a failure.
 type GatewayClient struct {
 	baseURL string
@@ -212,7 +212,7 @@ func isConnRefused(err error) bool {
 func (c *GatewayClient) CreatePaymentMethod(ctx context.Context, cardNumber string) (GatewayPaymentMethod, error) {
 	body, _ := json.Marshal(map[string]string{"card_number": cardNumber})
 	var pm GatewayPaymentMethod
-	if err := c.call(ctx, http.MethodPost, "/v1/payment_methods", body, &pm); err != nil {
+	if err := c.call(ctx, http.MethodPost, "/v1/payment_methods", body, "", &pm); err != nil {
 		return pm, fmt.Errorf("create payment method: %w", err)
 	}
 	return pm, nil
@@ -226,7 +226,7 @@ func (c *GatewayClient) FindCharges(ctx context.Context, idempotencyKey string) 
 		Data []GatewayCharge `json:"data"`
 	}
 	path := "/v1/charges?idempotency_key=" + url.QueryEscape(idempotencyKey)
-	if err := c.call(ctx, http.MethodGet, path, nil, &list); err != nil {
+	if err := c.call(ctx, http.MethodGet, path, nil, "", &list); err != nil {
 		return nil, fmt.Errorf("find charges: %w", err)
 	}
 	return list.Data, nil
@@ -235,26 +235,41 @@ func (c *GatewayClient) FindCharges(ctx context.Context, idempotencyKey string) 
 // GetCharge returns one charge; a *GatewayError with Status 404 if there is none.
 func (c *GatewayClient) GetCharge(ctx context.Context, id string) (GatewayCharge, error) {
 	var ch GatewayCharge
-	if err := c.call(ctx, http.MethodGet, "/v1/charges/"+url.PathEscape(id), nil, &ch); err != nil {
+	if err := c.call(ctx, http.MethodGet, "/v1/charges/"+url.PathEscape(id), nil, "", &ch); err != nil {
 		return ch, fmt.Errorf("get charge %s: %w", id, err)
 	}
 	return ch, nil
 }
 
-// Refund refunds a succeeded charge in full and returns it. Refunding twice is a
-// *GatewayError with Code "charge_already_refunded", which a caller repairing a double
-// charge may treat as done.
-func (c *GatewayClient) Refund(ctx context.Context, chargeID string) (GatewayCharge, error) {
+// Refund refunds a succeeded charge in full and returns it. idempotencyKey is required and
+// must be derived from what is being repaired (models.RefundKeyFor), never made up per call:
+// a provider that keeps idempotency for refunds answers a repeat under the same key with the
+// first refund, so a second click, a retry or a second operator refunds once. The fake
+// gateway refunds a charge at most once anyway and answers a second refund with a
+// *GatewayError whose Code is "charge_already_refunded" (see AlreadyRefunded). Like Charge,
+// the request is sent exactly once.
+func (c *GatewayClient) Refund(ctx context.Context, chargeID, idempotencyKey string) (GatewayCharge, error) {
 	var ch GatewayCharge
-	if err := c.call(ctx, http.MethodPost, "/v1/charges/"+url.PathEscape(chargeID)+"/refunds", []byte("{}"), &ch); err != nil {
+	if idempotencyKey == "" {
+		return ch, errors.New("refund: idempotency key is required")
+	}
+	if err := c.call(ctx, http.MethodPost, "/v1/charges/"+url.PathEscape(chargeID)+"/refunds", []byte("{}"), idempotencyKey, &ch); err != nil {
 		return ch, fmt.Errorf("refund charge %s: %w", chargeID, err)
 	}
 	return ch, nil
 }
 
-// call sends one request and decodes a 2xx answer into out; other answers are *GatewayError.
-func (c *GatewayClient) call(ctx context.Context, method, path string, body []byte, out any) error {
-	status, respBody, _, err := c.do(ctx, method, path, body, "")
+// AlreadyRefunded reports whether err is the gateway's answer to refunding a charge that is
+// refunded already: for a repair, the refund is done.
+func AlreadyRefunded(err error) bool {
+	var gwErr *GatewayError
+	return errors.As(err, &gwErr) && gwErr.Code == "charge_already_refunded"
+}
+
+// call sends one request (with idemKey as its Idempotency-Key, if set) and decodes a 2xx
+// answer into out; other answers are *GatewayError.
+func (c *GatewayClient) call(ctx context.Context, method, path string, body []byte, idemKey string, out any) error {
+	status, respBody, _, err := c.do(ctx, method, path, body, idemKey)
 	if err != nil {
 		return err
 	}

@@ -203,13 +203,17 @@ func TestGatewayClientClassifiesEveryOutcome(t *testing.T) {
 				if err != nil || got.Status != "succeeded" {
 					t.Fatalf("get: got %+v %v", got, err)
 				}
-				refunded, err := client.Refund(ctx, got.ID)
+				if _, err := client.Refund(ctx, got.ID, ""); err == nil {
+					t.Errorf("refund without a key: got no error, want one (nothing sent)")
+				}
+				refundKey := models.RefundKeyFor("ord_refund", got.ID)
+				refunded, err := client.Refund(ctx, got.ID, refundKey)
 				if err != nil || refunded.Status != "refunded" {
 					t.Fatalf("refund: got %+v %v", refunded, err)
 				}
-				_, err = client.Refund(ctx, got.ID)
+				_, err = client.Refund(ctx, got.ID, refundKey)
 				var ge *payments.GatewayError
-				if !errors.As(err, &ge) || ge.Code != "charge_already_refunded" {
+				if !errors.As(err, &ge) || ge.Code != "charge_already_refunded" || !payments.AlreadyRefunded(err) {
 					t.Errorf("second refund: got %v, want charge_already_refunded", err)
 				}
 				_, err = client.GetCharge(ctx, "ch_missing")

@@ -26,7 +26,7 @@ func MustKey(tb testing.TB, s *models.IdempotencyStore, key string, complete boo
 		tb.Fatalf("reserve %s: got %v, %v, want reserved", key, r, err)
 	}
 	if complete {
-		if err := r.Key.Complete(ctx, http.StatusCreated, nil, []byte("{}\n")); err != nil {
+		if err := r.Key.Complete(ctx, models.Response{Status: http.StatusCreated, Body: []byte("{}\n")}); err != nil {
 			tb.Fatal(err)
 		}
 	}

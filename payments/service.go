@@ -7,7 +7,6 @@ package payments
 import (
 	"context"
 	"log/slog"
-	"net/http"
 
 	"gorm.io/gorm"
 
@@ -28,24 +27,6 @@ const (
 	PointFinished       = models.RecoveryFinished
 )
 
-// Endpoints, as the idempotency layer records them (method and route). The completer uses
-// them to know which operation a key belongs to. The storefront's forms run the same two
-// operations as the API, under keys of the browser session.
-const (
-	EndpointCheckout        = "POST /api/v1/checkout"
-	EndpointPayments        = "POST /api/v1/payments"
-	EndpointBrowserCheckout = "POST /shop/:tenant/checkout"
-	EndpointBrowserPayment  = "POST /shop/:tenant/orders/:id/pay"
-)
-
-// Endpoints lists every endpoint whose operations the completer may finish.
-var Endpoints = []string{EndpointCheckout, EndpointPayments, EndpointBrowserCheckout, EndpointBrowserPayment}
-
-// IsCheckout reports whether endpoint places an order as well as paying it.
-func IsCheckout(endpoint string) bool {
-	return endpoint == EndpointCheckout || endpoint == EndpointBrowserCheckout
-}
-
 // Key is what an operation needs from its idempotency key: where the operation got to, and
 // writes that only apply while the key is still ours (fencing). *models.IdempotencyKey is one.
 type Key interface {
@@ -54,7 +35,7 @@ type Key interface {
 	PaymentID() string
 	AdvanceTx(tx *gorm.DB, point string) error
 	LinkTx(tx *gorm.DB, orderID, paymentID string) error
-	CompleteTx(tx *gorm.DB, status int, header http.Header, body []byte) error
+	CompleteTx(tx *gorm.DB, r models.Response) error
 }
 
 // Gateway is what an operation needs from the payment provider. *GatewayClient is one.
@@ -73,23 +54,16 @@ type Outbox interface {
 // Result is what an operation came to: the order and payment as they now are, and, for a
 // business rejection (card declined), the error to show. The handler renders it.
 type Result struct {
-	Endpoint string
-	Order    *models.Order
-	Payment  *models.Payment
-	Err      error
-}
-
-// Response is the HTTP answer of an operation, stored with its key and replayed byte for byte.
-type Response struct {
-	Status int
-	Header http.Header
-	Body   []byte
+	Operation Operation
+	Order     *models.Order
+	Payment   *models.Payment
+	Err       error
 }
 
 // Renderer turns a result into the response stored with the key. The request path and the
 // completer render through the same function, so a client that retries after the completer
 // finished its operation gets exactly the answer it would have got.
-type Renderer func(out Result) (Response, error)
+type Renderer func(out Result) (models.Response, error)
 
 // Service runs checkout and payment operations.
 type Service struct {

@@ -33,10 +33,7 @@ func (ShipmentArgs) Kind() string { return "request_shipment" }
 // to succeeded calls it, so a webhook and a response racing to settle one payment enqueue once.
 // UniqueOpts ByArgs is a second guard, and the receiving side dedupes as the last one.
 func (j *Jobs) EnqueueSideEffectsTx(tx *gorm.DB, order *models.Order) error {
-	unique := &river.InsertOpts{UniqueOpts: river.UniqueOpts{ByArgs: true}}
-	if !j.Protections.On(SwitchWebhookDedupe) {
-		unique = nil // LAB ONLY: every enqueue is a new job
-	}
+	unique := j.Protections.uniqueJobs()
 	if err := j.InsertTx(tx, ReceiptArgs{OrderID: order.ID}, unique); err != nil {
 		return err
 	}
@@ -60,7 +57,7 @@ type ReceiptWorker struct {
 	Orders  OrderReader
 	Effects SideEffectWriter
 	Journal Journal // optional: records each delivery, written or deduplicated
-	// Protections: with webhook_dedupe off (the failure lab only) there is no dedupe key.
+	// Protections is all on (the zero value) except in the failure lab; see Protections.
 	Protections Protections
 }
 
@@ -70,13 +67,8 @@ func (w *ReceiptWorker) Work(ctx context.Context, job *river.Job[ReceiptArgs]) e
 	if err != nil {
 		return fmt.Errorf("receipt for %s: %w", job.Args.OrderID, err)
 	}
-	var dedupe *string // LAB ONLY: without webhook_dedupe, none, so a second run writes a second message
-	if w.Protections.On(SwitchWebhookDedupe) {
-		key := "receipt:" + o.ID
-		dedupe = &key
-	}
 	written, err := w.Effects.DeliverReceipt(ctx, &models.MailboxMessage{
-		TenantID: o.TenantID, OrderID: o.ID, ToAddress: o.Email, DedupeKey: dedupe,
+		TenantID: o.TenantID, OrderID: o.ID, ToAddress: o.Email, DedupeKey: w.Protections.dedupeKey("receipt:" + o.ID),
 		Subject: fmt.Sprintf("Your order %s is paid", o.ID),
 		Body:    receiptBody(o),
 	})
@@ -116,7 +108,7 @@ type ShipmentWorker struct {
 	Orders  OrderReader
 	Effects SideEffectWriter
 	Journal Journal // optional: records each request, written or deduplicated
-	// Protections: with webhook_dedupe off (the failure lab only) there is no dedupe key.
+	// Protections is all on (the zero value) except in the failure lab; see Protections.
 	Protections Protections
 }
 
@@ -126,12 +118,8 @@ func (w *ShipmentWorker) Work(ctx context.Context, job *river.Job[ShipmentArgs])
 	if err != nil {
 		return fmt.Errorf("shipment for %s: %w", job.Args.OrderID, err)
 	}
-	var dedupe *string // LAB ONLY: without webhook_dedupe, none, so a second run requests a second shipment
-	if w.Protections.On(SwitchWebhookDedupe) {
-		key := "shipment:" + o.ID
-		dedupe = &key
-	}
-	written, err := w.Effects.RequestShipment(ctx, &models.Shipment{TenantID: o.TenantID, OrderID: o.ID, DedupeKey: dedupe})
+	written, err := w.Effects.RequestShipment(ctx, &models.Shipment{TenantID: o.TenantID, OrderID: o.ID,
+		DedupeKey: w.Protections.dedupeKey("shipment:" + o.ID)})
 	if err != nil {
 		return err
 	}

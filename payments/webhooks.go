@@ -47,7 +47,7 @@ const DecisionIgnored = "ignored"
 // The caller answers 2xx only after Process returns nil, i.e. after the commit, so a crash
 // before it makes the gateway deliver the event again.
 func (p *WebhookProcessor) Process(ctx context.Context, ev GatewayEvent) (decision string, duplicate bool, err error) {
-	status, ok := eventStatus[ev.Type]
+	status, ok := p.Protections.eventStatus(ev.Type)
 	if !ok {
 		p.log().InfoContext(ctx, "webhook of unhandled type ignored", "event_id", ev.ID, "type", ev.Type)
 		return DecisionIgnored, false, nil
@@ -57,15 +57,11 @@ func (p *WebhookProcessor) Process(ctx context.Context, ev GatewayEvent) (decisi
 	}
 	charge := ev.Data.Charge
 	err = p.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		recorded, err := models.RecordWebhookEventTx(tx, &models.WebhookEvent{
-			EventID: ev.ID, Type: ev.Type, ChargeID: charge.ID, Decision: models.DecisionNoChange,
+		recorded, err := p.Protections.recordWebhookEventTx(tx, &models.WebhookEvent{
+			EventID: ev.ID, Type: ev.Type, ChargeID: charge.ID, Decision: models.DecisionNoChange, PayloadHash: payloadHash(ev),
 		})
 		if err != nil {
 			return err
-		}
-		dedupe := p.Protections.On(SwitchWebhookDedupe)
-		if !dedupe {
-			recorded = true // LAB ONLY: every delivery is applied as if it were new
 		}
 		pay, err := paymentOfCharge(tx, charge)
 		if errors.Is(err, models.ErrNotFound) {
@@ -87,8 +83,16 @@ func (p *WebhookProcessor) Process(ctx context.Context, ev GatewayEvent) (decisi
 				Detail: fmt.Sprintf("%s: %s %s for charge %s", detail, ev.Type, ev.ID, charge.ID)})
 		}
 		if !recorded {
-			// A redelivery: it changes nothing, but the ops view shows that it came.
+			// A redelivery: it changes nothing, but the ops view shows that it came — and a
+			// changed payload under a processed id is flagged for reconciliation.
 			duplicate = true
+			conflict, err := models.MarkWebhookConflictTx(tx, ev.ID, *payloadHash(ev))
+			if err != nil {
+				return err
+			}
+			if conflict {
+				return journal("conflict: another payload under an already-processed webhook-id, nothing changed; reconciliation lists it")
+			}
 			return journal("duplicate, already processed, nothing changed")
 		}
 		decision = models.DecisionNoChange
@@ -96,10 +100,9 @@ func (p *WebhookProcessor) Process(ctx context.Context, ev GatewayEvent) (decisi
 		// by a provider that ignored our key) must not move this payment: reconciliation
 		// reports that charge instead.
 		otherCharge := pay.GatewayChargeID != nil && *pay.GatewayChargeID != charge.ID
-		if status == "" && !p.Protections.On(SwitchMonotonicStatus) {
-			status = models.PaymentPending // LAB ONLY: the event's status is written as it is
-		}
-		if status != "" && !otherCharge {
+		// Nor may a charge of another amount or currency: it is not this payment's outcome.
+		mismatch := !chargeFits(pay, charge)
+		if status != "" && !otherCharge && !mismatch {
 			t, err := p.Protections.settleTx(tx, pay.ID, status, charge.ID, charge.FailureCode)
 			if err != nil {
 				return err
@@ -107,18 +110,19 @@ func (p *WebhookProcessor) Process(ctx context.Context, ev GatewayEvent) (decisi
 			if t.Moved {
 				decision = models.DecisionApplied
 			}
-			// Only the writer that moved the payment enqueues its side effects; without
-			// dedupe (the lab), every charge.succeeded delivery does.
-			if t.Moved || !dedupe && status == models.PaymentSucceeded {
-				if t.Payment.Status == models.PaymentSucceeded {
-					if err := p.Outbox.EnqueueSideEffectsTx(tx, t.Order); err != nil {
-						return err
-					}
+			// Only the writer that moved the payment to succeeded enqueues its side effects:
+			// a response that got there first already did.
+			if p.Protections.enqueuesSideEffects(t, status) {
+				if err := p.Outbox.EnqueueSideEffectsTx(tx, t.Order); err != nil {
+					return err
 				}
 			}
 		}
 		if err := models.SetWebhookDecisionTx(tx, ev.ID, decision, pay.ID); err != nil {
 			return err
+		}
+		if mismatch {
+			return journal(mismatchDetail(pay, charge))
 		}
 		return journal(decision)
 	})

@@ -96,7 +96,8 @@ func TestCheckoutSurvivesEveryFault(t *testing.T) {
 			if rep["orders"] != float64(ordersCount) {
 				t.Errorf("reconciliation counts %v orders, the database %d", rep["orders"], ordersCount)
 			}
-			for _, list := range []string{"double_charged_orders", "charges_without_order", "paid_orders_without_charge", "duplicate_side_effects", "unresolved_payments", "stale_operations"} {
+			for _, list := range []string{"double_charged_orders", "charges_without_order", "paid_orders_without_charge", "duplicate_side_effects",
+				"unresolved_payments", "stale_operations", "amount_mismatches", "charged_but_not_paid", "webhook_conflicts"} {
 				if l, _ := rep[list].([]any); len(l) != 0 {
 					t.Errorf("reconciliation %s: got %v, want empty", list, l)
 				}
@@ -108,8 +109,8 @@ func TestCheckoutSurvivesEveryFault(t *testing.T) {
 				t.Errorf("mailbox: got %d receipts, want one per paid order (%v)", got, rep["paid_orders"])
 			}
 			checks := mustPage(t, st.Shop+"/reconciliation?tenant=acme").Find(`[data-testid="reconciliation-check"] .status`)
-			if checks.Length() != 6 || checks.Text() != "OKOKOKOKOKOK" {
-				t.Errorf("reconciliation page: got %d checks reading %q, want 6 OK", checks.Length(), checks.Text())
+			if checks.Length() != 9 || checks.Text() != "OKOKOKOKOKOKOKOKOK" {
+				t.Errorf("reconciliation page: got %d checks reading %q, want 9 OK", checks.Length(), checks.Text())
 			}
 		})
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"log/slog"
+	"path/filepath"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -12,6 +13,7 @@ import (
 
 	"checkoutlab/cmd/shop/internal/stack"
 	"checkoutlab/handlers"
+	"checkoutlab/handlers/idempotency"
 	"checkoutlab/models"
 	"checkoutlab/payments"
 	"checkoutlab/static"
@@ -27,22 +29,26 @@ func mountRoutes(e *echo.Echo, cfg stack.Config, db *gorm.DB, registry *promethe
 	keys := models.NewIdempotencyStore(db)
 	effects := models.NewSideEffectStore(db)
 	journal := models.NewJournalStore(db, logger)
-	withJournal := handlers.WithJournal(journal)
 	protect := cfg.Protections // all on, except in a failure-lab stack
 	if protect.Off != "" {
 		logger.Warn("FAILURE LAB STACK: a protection is OFF; this shop double-charges on purpose. Never run it for real customers.",
 			"protection_off", string(protect.Off))
 	}
-	withProtections := handlers.WithProtections(protect)
-	keyMetrics := handlers.NewIdempotencyMetrics(registry)
+	idem := &idempotency.Middleware{Store: protect.Reserver(keys), Lease: cfg.IdempotencyLease, Scope: handlers.KeyScope,
+		RenderError: handlers.ErrorResponse, Metrics: idempotency.NewMetrics(registry), Journal: journal}
 	gateway := payments.NewGatewayClient(cfg.GatewayURL, cfg.GatewayTimeout)
-	cards := handlers.NewCardFingerprint(cfg.WebhookSecret)
+	secret, err := handlers.LoadOrCreateSecret(filepath.Join(cfg.DataDir, "shop.secret"))
+	if err != nil {
+		return nil, err
+	}
+	cards := handlers.NewCardFingerprint(secret)
 
 	service := &payments.Service{
 		DB: db, Gateway: gateway, Render: handlers.RenderOperation,
 		Crash: payments.Crasher(cfg.CrashAt), Journal: journal, Logger: logger, Protections: protect,
 	}
-	completer := &payments.Completer{Keys: keys, Service: service, Lease: cfg.IdempotencyLease, Logger: logger}
+	completer := &payments.Completer{Keys: keys, Service: service, Endpoints: handlers.PaymentEndpoints,
+		Lease: cfg.IdempotencyLease, Logger: logger}
 	reaper := &payments.Reaper{Store: keys, Retention: cfg.IdempotencyRetention,
 		Journal: journal, JournalRetention: cfg.JournalRetention, Logger: logger}
 
@@ -70,28 +76,25 @@ func mountRoutes(e *echo.Echo, cfg stack.Config, db *gorm.DB, registry *promethe
 
 	e.StaticFS("/static", static.FS)
 	(&handlers.Ops{Ping: func(ctx context.Context) error { return models.Ping(ctx, db) }, Registry: registry}).Routes(e)
-	(&handlers.Webhooks{Verifier: verifier, Processor: &payments.WebhookProcessor{DB: db, Outbox: jobs, Journal: journal, Logger: logger, Protections: protect}}).Routes(e)
+	processor := &payments.WebhookProcessor{DB: db, Outbox: jobs, Journal: journal, Logger: logger, Protections: protect}
+	(&handlers.Webhooks{Verifier: verifier, Processor: processor}).Routes(e)
 
 	(&handlers.Storefront{Tenants: tenants, Products: products, Carts: models.NewCartStore(db), Orders: orders,
-		Payments: service, Keys: keys, Journal: journal,
-		CheckoutIdempotent: handlers.Idempotent(keys, cfg.IdempotencyLease, cards.CheckoutFingerprint, keyMetrics, withJournal, withProtections),
-		PayIdempotent:      handlers.Idempotent(keys, cfg.IdempotencyLease, cards.PaymentFingerprint, keyMetrics, withJournal, withProtections),
-	}).Routes(e)
+		Payments: service, Idempotency: idem, Cards: cards, Keys: keys, Journal: journal}).Routes(e)
 
 	api := e.Group("/api/v1", handlers.APIKeyAuth(tenants))
 	(&handlers.CatalogAPI{Products: products}).Routes(api)
-	(&handlers.OrdersAPI{Orders: orders,
-		Idempotent: handlers.Idempotent(keys, cfg.IdempotencyLease, handlers.OrderFingerprint, keyMetrics, withJournal, withProtections),
-	}).Routes(api)
+	(&handlers.OrdersAPI{Orders: orders, Idempotency: idem}).Routes(api)
 	(&handlers.OrdersOpsAPI{Orders: orders, Effects: effects, Journal: journal}).Routes(api)
-	(&handlers.PaymentsAPI{Ops: service,
-		CheckoutIdempotent: handlers.Idempotent(keys, cfg.IdempotencyLease, cards.CheckoutFingerprint, keyMetrics, withJournal, withProtections),
-		PaymentIdempotent:  handlers.Idempotent(keys, cfg.IdempotencyLease, cards.PaymentFingerprint, keyMetrics, withJournal, withProtections),
-	}).Routes(api)
-	reconciler := &payments.Reconciler{DB: db, Gateway: gateway, Keys: keys,
+	(&handlers.PaymentsAPI{Ops: service, Idempotency: idem, Cards: cards}).Routes(api)
+	decisions := models.NewDecisionStore(db)
+	reconciler := &payments.Reconciler{DB: db, Gateway: gateway, Keys: keys, Dismissed: decisions,
 		Grace: 2*cfg.IdempotencyLease + cfg.CompleterInterval + 2*cfg.GatewayTimeout}
-	(&handlers.ReconciliationAPI{Reconciler: reconciler}).Routes(api)
-	(&handlers.OpsPages{Mailbox: effects, Reconciler: reconciler, Tenants: tenants}).Routes(e)
+	desk := &payments.Triage{DB: db, Reconciler: reconciler, Gateway: gateway, Webhooks: processor, Service: service,
+		Endpoints: handlers.PaymentEndpoints, Keys: keys, Lease: cfg.IdempotencyLease, Journal: journal, Logger: logger}
+	(&handlers.ReconciliationAPI{Reconciler: reconciler, Desk: desk, Idempotency: idem}).Routes(api)
+	(&handlers.OpsPages{Mailbox: effects, Reconciler: reconciler, Tenants: tenants,
+		Desk: desk, Decisions: decisions, Idempotency: idem}).Routes(e)
 	(&handlers.LabPages{Runner: cfg.Lab, GatewayURL: cfg.GatewayURL}).Routes(e)
 	(&handlers.DemoTools{GatewayURL: cfg.GatewayURL, Reset: func(ctx context.Context) error {
 		_, err := models.ResetDemo(ctx, db, models.DemoTenants(cfg.APIKeys))

@@ -1,5 +1,5 @@
 // Package lab is the failure lab's catalogue: scenarios as data, the invariants a run is
-// judged by, and the verdict. A scenario is run twice by a runner (cmd/shop's lab.go): once
+// judged by, and the verdict. A scenario is run twice by a runner (cmd/shop/internal/labrun): once
 // with every protection on, where every invariant must hold, and once with the one protection
 // it is about turned off, where the invariant it is about must break. The second run proves
 // that the switch really removes the mechanism, in the same code path: it is not a simulation.
@@ -7,6 +7,7 @@ package lab
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -39,6 +40,18 @@ const (
 // Invariants lists them in the order a report shows them.
 var Invariants = []string{ChargesPerOrder, OrdersPerKey, PaidOrders, ReceiptsPerPaidOrder, StatusMatchesGateway, PurchasesComplete}
 
+// Invariants of a repair: a scenario whose steps include an operator's triage action lists
+// them in Scenario.Repair, and they must hold in both modes — the repair works whether or not
+// there was anything to repair.
+const (
+	// KeepsOneCharge: every paid order of the run keeps exactly one succeeded, unrefunded
+	// charge: the extra ones were refunded, and no click refunded the one the order keeps.
+	KeepsOneCharge = "keeps_one_charge"
+	// ReconciliationClean: the reconciliation report names none of the run's orders, except
+	// as a suspected duplicate purchase (for review, not a failure).
+	ReconciliationClean = "reconciliation_clean"
+)
+
 // Scenario is one failure, told and runnable.
 type Scenario struct {
 	Name      string // the CLI's name for it
@@ -57,7 +70,10 @@ type Scenario struct {
 	// first time an operation reaches this crash point (payments.CrashPoints); a Restart step
 	// starts it again without one.
 	CrashAt string
-	Steps   []Step
+	// Repair lists the invariants an operator's repair must hold, in both modes (see
+	// KeepsOneCharge). The runner checks them besides Invariants.
+	Repair []string
+	Steps  []Step
 }
 
 // Step is one thing the lab's client or the trainer does. Exactly one field is set.
@@ -71,6 +87,22 @@ type Step struct {
 	// ExpireKeys fast-forwards past the keys' retention: the reaper (the real one, the job
 	// periodic job, whose interval follows the retention) deletes every completed key now.
 	ExpireKeys bool
+	// Triage is an operator's action on the reconciliation desk.
+	Triage *Triage
+}
+
+// Triage is an operator's action on a reconciliation finding: POST
+// /api/v1/reconciliation/actions with the tenant's API key, on the order an earlier Checkout
+// step's key was answered with. Copies are sent at once, each under its own Idempotency-Key
+// (two clicks from two pages, or two operators): only the action's own idempotency toward the
+// gateway keeps them to one refund. Each answer goes into the run's timeline; the judge reads
+// the outcome from the ledger and the report, not from the answers.
+type Triage struct {
+	Tenant  string // "acme" unless set
+	Action  string // check_now, refund_extra_charge, settle_stuck, dismiss_duplicate
+	OrderOf string // the Key of the Checkout step whose order it acts on
+	Reason  string // "lab: " + Action unless set
+	Copies  int    // 0 means 1
 }
 
 // Checkout is a one-step checkout sent by the lab's client.
@@ -118,7 +150,7 @@ var Scenarios = []Scenario{
 		RealLife:  "The customer clicks Pay twice; the browser sends two identical requests with the same key, a few milliseconds apart.",
 		Mechanism: "Server-side idempotency: the second request finds the key (in progress: 409, retry; completed: the stored answer replayed) and never runs the operation.",
 		Switch:    payments.SwitchServerIdempotency, Breaks: OrdersPerKey, PaidOrders: 1,
-		Links: []string{"handlers/idempotency.go", "models/idempotency.go", "docs/idempotency.md"},
+		Links: []string{"handlers/idempotency/middleware.go", "models/idempotency.go", "docs/idempotency.md"},
 		Steps: []Step{checkout(Checkout{Key: "double-click", Copies: 2, Retry: true})},
 	},
 	{
@@ -157,7 +189,7 @@ var Scenarios = []Scenario{
 		RealLife:  "A buggy client reuses its idempotency key for a new, different cart.",
 		Mechanism: "The key's fingerprint: a request whose significant parameters differ is refused with 422 idempotency_key_reuse and runs nothing.",
 		Switch:    payments.SwitchServerIdempotency, Breaks: OrdersPerKey, PaidOrders: 1,
-		Links: []string{"handlers/fingerprint.go", "handlers/idempotency.go", "docs/idempotency.md"},
+		Links: []string{"handlers/requests.go", "handlers/idempotency/middleware.go", "docs/idempotency.md"},
 		Steps: []Step{
 			checkout(Checkout{Key: "reused", Retry: true}),
 			checkout(Checkout{Key: "reused", Cart: "compass", Retry: true}),
@@ -198,7 +230,7 @@ var Scenarios = []Scenario{
 		Mechanism: "The stored response: the retry finds the key completed and gets the answer replayed, byte for byte; nothing runs again. Without server idempotency the retry is a new checkout and the customer pays twice.",
 		Switch:    payments.SwitchServerIdempotency, Breaks: PaidOrders, PaidOrders: 1,
 		CrashAt: payments.CrashBeforeResponse,
-		Links:   []string{"handlers/idempotency.go", "payments/operations.go", "docs/idempotency.md"},
+		Links:   []string{"handlers/idempotency/middleware.go", "payments/operations.go", "docs/idempotency.md"},
 		Steps:   crashSteps("crash-answered"),
 	},
 	{
@@ -305,10 +337,28 @@ var Scenarios = []Scenario{
 		RealLife:  "The card is declined; the client retries the same request.",
 		Mechanism: "A decline is a business outcome: stored with the key and replayed (402), the card is not tried again. Without server idempotency the retry places a second order and tries the card again; it is declined again, so no money moves, but the customer now has two failed orders.",
 		Switch:    payments.SwitchServerIdempotency, Breaks: OrdersPerKey, PaidOrders: 0,
-		Links: []string{"handlers/idempotency.go", "payments/operations.go"},
+		Links: []string{"handlers/idempotency/disposition.go", "payments/operations.go"},
 		Steps: []Step{
 			checkout(Checkout{Key: "declined", Card: cardDeclined, Retry: true}),
 			checkout(Checkout{Key: "declined", Card: cardDeclined, Retry: true}),
+		},
+	},
+	{
+		Name: "repair_double_charge", Title: "Repair a double charge",
+		RealLife: "The gateway charged, the answer was lost, and the retry of a shop that makes up its gateway key per attempt charged the card again. " +
+			"An operator finds the double charge on the reconciliation page and clicks Refund — twice, quickly, while a colleague clicks too.",
+		Mechanism: "The repair is idempotent too. The desk asks the gateway what it holds now, refunds the newest succeeded charge beyond the one the order keeps, " +
+			"under a key derived from the order and that charge (<order id>:refund:<charge id>), and records the decision in the order's journal. " +
+			"Two clicks refund once: the order keeps its charge, stays paid, and reconciliation is clean. " +
+			"With the derived charge key there is nothing to repair, and the desk refuses the refund (409 action_not_allowed).",
+		Switch: payments.SwitchDerivedGatewayKey, Breaks: ChargesPerOrder, PaidOrders: 1,
+		Repair: []string{KeepsOneCharge, ReconciliationClean},
+		Links:  []string{"payments/triage.go", "handlers/reconciliation_actions.go", "docs/failure-modes.md"},
+		Steps: []Step{
+			fault("commit_then_drop"),
+			fault("webhook_delay", "delay_ms", 2000), // the retry comes before the webhook
+			checkout(Checkout{Key: "repair", Retry: true}),
+			{Triage: &Triage{Action: "refund_extra_charge", OrderOf: "repair", Copies: 2}},
 		},
 	},
 }
@@ -380,15 +430,28 @@ type Result struct {
 // Judge sets the verdict of r for s: a protected run must hold every invariant; an
 // unprotected run must break s.Breaks (or, for a boundary scenario, hold every invariant).
 func Judge(s Scenario, r *Result) {
-	var broken []string
+	var broken, repairBroken []string
+	checked := map[string]bool{}
 	for _, c := range r.Checks {
-		if !c.Holds {
+		checked[c.Invariant] = true
+		switch {
+		case c.Holds:
+		case slices.Contains(s.Repair, c.Invariant):
+			repairBroken = append(repairBroken, c.Invariant)
+		default:
 			broken = append(broken, c.Invariant)
+		}
+	}
+	for _, inv := range s.Repair {
+		if !checked[inv] {
+			repairBroken = append(repairBroken, inv+" (not checked)")
 		}
 	}
 	switch {
 	case r.Err != "":
 		r.OK, r.Verdict = false, "the run failed: "+r.Err
+	case len(repairBroken) > 0:
+		r.OK, r.Verdict = false, "the repair did not hold: "+strings.Join(repairBroken, ", ")
 	case r.Mode == Protected && len(broken) == 0 && s.Breaks == "":
 		r.OK, r.Verdict = true, "as it should be: every invariant holds"
 	case r.Mode == Protected && len(broken) == 0:
@@ -399,18 +462,9 @@ func Judge(s Scenario, r *Result) {
 		r.OK, r.Verdict = true, fmt.Sprintf("holds without %s too: this is the protection's boundary", s.Switch)
 	case s.Breaks == "":
 		r.OK, r.Verdict = false, "unexpected: broke "+strings.Join(broken, ", ")+" without "+string(s.Switch)
-	case contains(broken, s.Breaks):
+	case slices.Contains(broken, s.Breaks):
 		r.OK, r.Verdict = true, fmt.Sprintf("reproduced: without %s, %s breaks", s.Switch, s.Breaks)
 	default:
 		r.OK, r.Verdict = false, fmt.Sprintf("NOT reproduced: %s held without %s", s.Breaks, s.Switch)
 	}
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }

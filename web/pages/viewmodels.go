@@ -152,6 +152,16 @@ type OrderPage struct {
 	OrdersURL string
 	// Journal is what happened to the order, oldest first (the ops view); empty hides it.
 	Journal []JournalRow
+	// JournalPage says which part of a long journal Journal is, with links to the rest.
+	JournalPage JournalPage
+}
+
+// JournalPage says which events of a long journal a page shows, with links to the others.
+type JournalPage struct {
+	Showing string // "12 events", or "events 101–200 of 4012"
+	Earlier string // the page before; "" on the first
+	Later   string // the page after; "" on the last
+	Open    bool   // the reader asked for a page of it: show the journal unfolded
 }
 
 // JournalRow is one event of an order's journal, as shown in "What happened".

@@ -157,6 +157,8 @@ func (c *client) play(ctx context.Context, t *target, step lab.Step) error {
 			c.recordAs(models.ActorShop, models.JournalReaper, k[0], k[1], fmt.Sprintf(
 				"reaped: the retention has passed; %d completed key(s) and their stored answers are deleted", n.Keys))
 		}
+	case step.Triage != nil:
+		return c.triage(ctx, t, *step.Triage)
 	case step.Wait > 0:
 		select {
 		case <-time.After(step.Wait):

@@ -119,6 +119,11 @@ func (t *target) evaluate(ctx context.Context, s lab.Scenario, since time.Time, 
 	}
 
 	checks := checksOf(s, orders, charges, c.answerSets())
+	repair, err := t.repairChecks(ctx, s, orders, charges)
+	if err != nil {
+		return nil, nil, err
+	}
+	checks = append(checks, repair...)
 
 	rows := c.rows()
 	seen := map[string]bool{} // orders sharing a key share that key's events: show each once

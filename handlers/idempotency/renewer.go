@@ -1,14 +1,10 @@
-package handlers
+package idempotency
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"net/http"
 	"sync/atomic"
 	"time"
-
-	"github.com/labstack/echo/v4"
 
 	"checkoutlab/models"
 )
@@ -25,7 +21,7 @@ type renewer struct {
 // request took the key over after we went silent too long), it cancels the request's context,
 // so the handler stops at its next database call instead of working for nothing; its writes
 // would be refused by the fence anyway.
-func startRenewer(ctx context.Context, key *models.IdempotencyKey, cancel context.CancelFunc) *renewer {
+func startRenewer(ctx context.Context, key models.OwnedKey, cancel context.CancelFunc) *renewer {
 	r := &renewer{stopc: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(r.done)
@@ -58,44 +54,4 @@ func (r *renewer) stop() bool {
 	close(r.stopc)
 	<-r.done
 	return r.lost.Load()
-}
-
-// recording holds back what the handler writes, so the middleware can decide (store, forget,
-// release) before anything reaches the client, and then write exactly the bytes it stored.
-type recording struct {
-	res    *echo.Response
-	orig   http.ResponseWriter
-	status int
-	buf    bytes.Buffer
-}
-
-func startRecording(res *echo.Response) *recording {
-	r := &recording{res: res, orig: res.Writer}
-	res.Writer = r
-	return r
-}
-
-// Header is the real response's header map: headers set by the handler are kept.
-func (r *recording) Header() http.Header         { return r.orig.Header() }
-func (r *recording) WriteHeader(status int)      { r.status = status }
-func (r *recording) Write(b []byte) (int, error) { return r.buf.Write(b) }
-
-// stop puts the real writer back as if nothing had been written yet, and returns the recorded
-// status, stored headers and body.
-func (r *recording) stop() (int, http.Header, []byte) {
-	r.res.Writer = r.orig
-	r.res.Committed = false
-	r.res.Status = http.StatusOK
-	r.res.Size = 0
-	status := r.status
-	if status == 0 {
-		status = http.StatusOK
-	}
-	header := http.Header{}
-	for _, name := range models.StoredHeaders {
-		if v := r.orig.Header().Get(name); v != "" {
-			header.Set(name, v)
-		}
-	}
-	return status, header, r.buf.Bytes()
 }

@@ -1,0 +1,219 @@
+package idempotency
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"checkoutlab/models"
+)
+
+// MaxKeyLength is the longest key accepted, as at Stripe.
+const MaxKeyLength = 255
+
+// Header names: the client's key, and the mark of a replayed answer.
+const (
+	HeaderKey      = "Idempotency-Key"
+	HeaderReplayed = "Idempotent-Replayed"
+)
+
+// Context keys of what the middleware leaves for the handler.
+const (
+	ctxKey     = "idempotency_key"
+	ctxRequest = "idempotency_request"
+)
+
+// Store reserves keys. *models.IdempotencyStore is the real one; the failure lab wires a stack
+// with a variant of it (payments.Protections.Reserver).
+type Store interface {
+	Reserve(ctx context.Context, req models.ReserveRequest) (*models.Reservation, error)
+}
+
+// Scope names whose keys a request uses: its tenant and, within the tenant, its principal (an
+// API key, a browser session). Empty values mean the request is not authenticated.
+type Scope func(c echo.Context) (tenantID, principal string)
+
+// Decoder reads an endpoint's request once, before anything is reserved: it returns what the
+// handler will work with (RequestOf) and the request's Fingerprint. An error is the answer
+// (400 invalid_json, invalid_request, …), and no key is reserved.
+type Decoder func(c echo.Context) (req any, fp Fingerprint, err error)
+
+// Journal is where the middleware records each reservation's answer and each disposition.
+// *models.JournalStore is one.
+type Journal interface {
+	Record(ctx context.Context, ev models.JournalEvent)
+}
+
+// Middleware runs requests under their idempotency keys. Build one per shop and mount it on
+// every idempotent route with Route (or call Run from a handler that shows the answer its own
+// way, as the storefront does).
+type Middleware struct {
+	Store Store
+	// Lease is how long an owner may go silent before a retry takes its key over
+	// (IDEMPOTENCY_LEASE); the same for every request of a deployment.
+	Lease time.Duration
+	Scope Scope
+	// RenderError turns a handler's error into the response the API would send for it, so an
+	// error that is a business outcome (409 out_of_stock) can be stored and replayed.
+	RenderError func(err error) models.Response
+	Metrics     *Metrics // optional
+	Journal     Journal  // optional
+}
+
+// KeyOf returns the key the middleware reserved for this request, or nil on a route without
+// it. Handlers complete it in their business transaction (CompleteTx), or hand it to a
+// multi-step operation, which records its progress with it.
+func KeyOf(c echo.Context) models.OwnedKey {
+	k, _ := c.Get(ctxKey).(models.OwnedKey)
+	return k
+}
+
+// RequestOf returns what the route's Decoder read, for the handler to work with.
+func RequestOf(c echo.Context) any { return c.Get(ctxRequest) }
+
+// Route is the middleware of one idempotent route; decode says what the route's request is
+// and what counts as the same request. Mount it after authentication:
+//
+//	g.POST("/orders", h.create, h.Idempotency.Route(decodeOrder))
+//
+// It Runs the handler under the request's key and sends the answer.
+func (m *Middleware) Route(decode Decoder) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error { return m.Run(c, decode, next).Send(c) }
+	}
+}
+
+// Answer is what a request came to under its key: the response to send — the handler's
+// answer, or the stored one replayed — or an error for the central error handler.
+type Answer struct {
+	Response *models.Response
+	Replayed bool
+	Err      error
+	// RetryAfter, in seconds, comes with models.ErrRequestInProgress and models.ErrLeaseLost.
+	RetryAfter string
+}
+
+// Send writes the answer: the response with Idempotent-Replayed: true on a replay, or the
+// error (with its Retry-After) for the error handler.
+func (a Answer) Send(c echo.Context) error {
+	if a.RetryAfter != "" {
+		c.Response().Header().Set("Retry-After", a.RetryAfter)
+	}
+	if a.Err != nil {
+		return a.Err
+	}
+	h := c.Response().Header()
+	for _, name := range models.StoredHeaders {
+		if v := a.Response.Header.Get(name); v != "" {
+			h.Set(name, v)
+		}
+	}
+	if a.Replayed {
+		h.Set(HeaderReplayed, "true")
+	}
+	c.Response().WriteHeader(a.Response.Status)
+	_, err := c.Response().Write(a.Response.Body)
+	return err
+}
+
+// Run runs handler under the request's Idempotency-Key and returns the answer without sending
+// it, for a handler that shows it its own way (the storefront's forms). It checks the key
+// header (400 idempotency_key_required, invalid_idempotency_key), decodes the request (a 400
+// of decode reserves nothing; the handler gets the request with RequestOf) and reserves the
+// key:
+//
+//   - completed before with the same request: the stored answer, replayed; nothing runs;
+//   - made by another principal, for another endpoint or request: 422 idempotency_key_reuse;
+//   - held by a live request: 409 idempotency_request_in_progress with Retry-After;
+//   - otherwise the request owns the key (new, or taken over to resume), and handler runs.
+//
+// After the handler the key is stored, forgotten or released (see disposition). If the store
+// is down, the answer is 503 and nothing runs.
+func (m *Middleware) Run(c echo.Context, decode Decoder, handler echo.HandlerFunc) Answer {
+	key, err := keyHeader(c.Request().Header)
+	if err != nil {
+		return Answer{Err: err}
+	}
+	req, fp, err := decode(c)
+	if err != nil {
+		return Answer{Err: err}
+	}
+	c.Set(ctxRequest, req)
+	tenant, principal := m.Scope(c)
+	if tenant == "" || principal == "" {
+		return Answer{Err: errors.New("idempotency middleware mounted without authentication")}
+	}
+	ctx := c.Request().Context()
+	res, err := m.Store.Reserve(ctx, models.ReserveRequest{
+		TenantID: tenant, Key: key, Principal: principal,
+		Endpoint: c.Request().Method + " " + c.Path(), Fingerprint: fp.Hash, Params: fp.Params,
+		Lease: m.Lease,
+	})
+	if err != nil {
+		// The cause is attached for the log; nothing ran, so a retry is safe.
+		return Answer{Err: models.ErrServiceUnavailable.Wrap(err)}
+	}
+	j := keyJournal{j: m.Journal, tenant: tenant, key: key}
+	switch res.Outcome {
+	case models.Replay:
+		m.Metrics.count("replayed")
+		j.record(ctx, models.JournalReservation, "", fmt.Sprintf("replayed: the stored answer %d, nothing ran", res.Response.Status))
+		return Answer{Response: res.Response, Replayed: true}
+	case models.Mismatch:
+		m.Metrics.count("mismatch")
+		j.record(ctx, models.JournalReservation, "", "mismatch: the key was made for another request; 422, nothing ran")
+		return Answer{Err: models.ErrKeyReuse}
+	case models.InProgress:
+		m.Metrics.count("conflict")
+		wait := retryAfterSeconds(res.RetryAfter)
+		j.record(ctx, models.JournalReservation, "", "in_progress: another request holds the key; 409 with Retry-After "+wait+"s")
+		return Answer{Err: models.ErrRequestInProgress, RetryAfter: wait}
+	}
+	how := "a new key"
+	if res.Key.Attempts() > 1 {
+		how = "taken over, resuming at " + res.Key.RecoveryPoint()
+	}
+	j.record(ctx, models.JournalReservation, res.Key.OrderID(), fmt.Sprintf("reserved: %s (attempt %d)", how, res.Key.Attempts()))
+	return m.runOwned(c, handler, res.Key, j)
+}
+
+// keyHeader returns the request's key, or why it is not acceptable.
+func keyHeader(h http.Header) (string, error) {
+	values := h.Values(HeaderKey)
+	if len(values) == 0 {
+		return "", models.ErrIdempotencyKeyRequired
+	}
+	key := values[0]
+	if len(values) > 1 || key == "" || len(key) > MaxKeyLength {
+		return "", models.ErrInvalidIdempotencyKey
+	}
+	for i := 0; i < len(key); i++ {
+		if key[i] < 0x20 || key[i] > 0x7e {
+			return "", models.ErrInvalidIdempotencyKey
+		}
+	}
+	return key, nil
+}
+
+func retryAfterSeconds(d time.Duration) string {
+	return strconv.Itoa(max(1, int(math.Ceil(d.Seconds()))))
+}
+
+// keyJournal records events of one key of one tenant; the zero value records nothing.
+type keyJournal struct {
+	j           Journal
+	tenant, key string
+}
+
+func (k keyJournal) record(ctx context.Context, kind, orderID, detail string) {
+	if k.j != nil {
+		k.j.Record(ctx, models.JournalEvent{TenantID: k.tenant, IdempotencyKey: k.key, OrderID: orderID,
+			Actor: models.ActorShop, Kind: kind, Detail: detail})
+	}
+}
