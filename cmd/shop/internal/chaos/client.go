@@ -6,6 +6,7 @@ package chaos
 // to a page that keeps checking; the shop must still finish the purchase on its own).
 
 import (
+	"checkoutlab/payments/lab"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -23,14 +24,6 @@ const (
 	firstBackoff  = 400 * time.Millisecond
 	maxBackoff    = 5 * time.Second
 	maxAttempts   = 8
-)
-
-// Outcomes of a purchase, as its customer saw them.
-const (
-	OutcomePaid     = "paid"     // 201
-	OutcomeDeclined = "declined" // 402
-	OutcomeRejected = "rejected" // another final answer (out of stock, say)
-	OutcomeGaveUp   = "gave_up"  // no final answer after every attempt
 )
 
 // outcome is what one purchase came to.
@@ -99,13 +92,13 @@ func (c *customer) buy(ctx context.Context, p Purchase, rng *rand.Rand) outcome 
 
 func rank(outcome string) int {
 	switch outcome {
-	case OutcomePaid:
+	case lab.ChaosOutcomePaid:
 		return 4
-	case OutcomeDeclined:
+	case lab.ChaosOutcomeDeclined:
 		return 3
-	case OutcomeRejected:
+	case lab.ChaosOutcomeRejected:
 		return 2
-	case OutcomeGaveUp:
+	case lab.ChaosOutcomeGaveUp:
 		return 1
 	}
 	return 0
@@ -121,11 +114,11 @@ func (c *customer) attempts(ctx context.Context, p Purchase, copy int, body []by
 		if a.Final() {
 			switch {
 			case a.Status == http.StatusCreated:
-				return OutcomePaid, n
+				return lab.ChaosOutcomePaid, n
 			case a.Status == http.StatusPaymentRequired:
-				return OutcomeDeclined, n
+				return lab.ChaosOutcomeDeclined, n
 			}
-			return OutcomeRejected, n
+			return lab.ChaosOutcomeRejected, n
 		}
 		if n == maxAttempts {
 			break
@@ -140,5 +133,5 @@ func (c *customer) attempts(ctx context.Context, p Purchase, copy int, body []by
 			key = fmt.Sprintf("%s-%d-copy%d-retry%d", c.runID, p.Index, copy, n) // the client's bug
 		}
 	}
-	return OutcomeGaveUp, maxAttempts
+	return lab.ChaosOutcomeGaveUp, maxAttempts
 }

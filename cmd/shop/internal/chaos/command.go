@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"checkoutlab/payments/lab"
 	"context"
 	"encoding/json"
 	"errors"
@@ -31,15 +32,15 @@ same schedule.
 
 flags:`
 
-// Command is `shop lab chaos` with args. Progress goes to stderr, the result to stdout.
+// Command is `shop lab chaos` with args. lab.ChaosProgress goes to stderr, the result to stdout.
 func (r *Runner) Command(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("shop lab chaos", flag.ContinueOnError)
 	fs.SetOutput(stdout)
-	var o Options
+	var o lab.ChaosOptions
 	fs.Int64Var(&o.Seed, "seed", 1, "the seed the schedule is made from")
-	fs.IntVar(&o.Purchases, "purchases", DefaultPurchases, "how many purchases the customers make")
-	fs.IntVar(&o.Clients, "clients", DefaultClients, "how many customers buy at once")
-	fs.IntVar(&o.Replicas, "replicas", DefaultReplicas, "how many shop replicas serve behind the load balancer")
+	fs.IntVar(&o.Purchases, "purchases", lab.ChaosDefaultPurchases, "how many purchases the customers make")
+	fs.IntVar(&o.Clients, "clients", lab.ChaosDefaultClients, "how many customers buy at once")
+	fs.IntVar(&o.Replicas, "replicas", lab.ChaosDefaultReplicas, "how many shop replicas serve behind the load balancer")
 	off := fs.String("off", "", "the one protection to turn off: "+switchList())
 	fs.StringVar(&o.DatabaseURL, "database-url", "", "run on this PostgreSQL database; empty uses a fresh embedded SQLite database")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
@@ -59,7 +60,7 @@ func (r *Runner) Command(ctx context.Context, args []string, stdout, stderr io.W
 	}
 	var mu sync.Mutex // the customers report from their own goroutines
 	last := time.Time{}
-	report := func(p Progress) {
+	report := func(p lab.ChaosProgress) {
 		mu.Lock()
 		defer mu.Unlock()
 		if *asJSON || time.Since(last) < 2*time.Second && p.Done < p.Total && p.Phase == "purchasing" {
@@ -88,7 +89,7 @@ func (r *Runner) Command(ctx context.Context, args []string, stdout, stderr io.W
 }
 
 // PrintSummary writes res as a short table.
-func PrintSummary(w io.Writer, res *Result) {
+func PrintSummary(w io.Writer, res *lab.ChaosResult) {
 	off := string(res.Off)
 	if off == "" {
 		off = "none (every protection on)"

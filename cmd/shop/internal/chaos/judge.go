@@ -22,62 +22,6 @@ import (
 	"checkoutlab/web/components"
 )
 
-// Money is an amount in minor units of a currency.
-type Money struct {
-	Amount   int64  `json:"amount"`
-	Currency string `json:"currency"`
-}
-
-// Worst is one of the purchases that went worst, with its order for its timeline.
-type Worst struct {
-	Purchase int    `json:"purchase"`
-	Tenant   string `json:"tenant"`
-	OrderID  string `json:"order_id"`
-	Why      string `json:"why"`
-}
-
-// Result is a judged chaos run. Its JSON is `shop lab chaos --json`'s.
-type Result struct {
-	Seed      int64           `json:"seed"`
-	Purchases int             `json:"purchases"`
-	Clients   int             `json:"clients"`
-	Replicas  int             `json:"replicas"`
-	Off       payments.Switch `json:"off"`
-	Database  string          `json:"database"`
-
-	Answered int `json:"answered"`
-	GaveUp   int `json:"gave_up"`
-	Declined int `json:"declined"`
-	// DoubleCharges counts the succeeded charges beyond the first on one order.
-	DoubleCharges int `json:"double_charges"`
-	// DuplicateOrders counts the paid orders beyond the first of one purchase.
-	DuplicateOrders int `json:"duplicate_orders"`
-	// Lost counts succeeded charges whose order is not paid, and paid orders with no charge.
-	Lost              int `json:"lost"`
-	DuplicateReceipts int `json:"duplicate_receipts"`
-	StatusRegressed   int `json:"status_regressed"`
-	// SuspectedDuplicates is how many suspected duplicate purchases the reconciliation report
-	// lists (one customer, the same lines, paid twice under different keys).
-	SuspectedDuplicates int     `json:"suspected_duplicate_purchases"`
-	Overcharged         []Money `json:"overcharged"`
-	Kills               int     `json:"kills"`
-	Faults              int     `json:"faults"`
-	ProxyRetries        int64   `json:"proxy_retries"`
-
-	Schedule   []Event     `json:"schedule"`
-	Invariants []lab.Check `json:"invariants"`
-	Verdict    string      `json:"verdict"`
-	OK         bool        `json:"ok"`
-
-	Worst     []Worst `json:"worst"`
-	Points    []Point `json:"points"`
-	Marks     []Mark  `json:"marks"`
-	Unsettled string  `json:"unsettled,omitempty"`
-	// Problems are strikes the lab could not make (a replica that would not start again).
-	Problems []string      `json:"problems,omitempty"`
-	Took     time.Duration `json:"took_ns"`
-}
-
 // settle waits, at most two minutes, until the shop's background work is done: no webhook
 // delivery is pending, no payment is still waiting for someone to find out what the gateway
 // did, every paid order has its receipt. It returns what was still going on if it stopped
@@ -224,31 +168,31 @@ func (ru *run) gather(ctx context.Context) (*evidence, error) {
 }
 
 // judge checks the invariants over the evidence and the customers' outcomes.
-func (ru *run) judge(ctx context.Context, outcomes []outcome, events []Event) (*Result, error) {
+func (ru *run) judge(ctx context.Context, outcomes []outcome, events []lab.ChaosEvent) (*lab.ChaosResult, error) {
 	ev, err := ru.gather(ctx)
 	if err != nil {
 		return nil, err
 	}
 	o := ru.o
-	res := &Result{Seed: o.Seed, Purchases: o.Purchases, Clients: o.Clients, Replicas: o.Replicas, Off: o.Off,
+	res := &lab.ChaosResult{Seed: o.Seed, Purchases: o.Purchases, Clients: o.Clients, Replicas: o.Replicas, Off: o.Off,
 		Database: models.Dialect(ru.stack.DB), Schedule: events, Kills: int(ru.kills.Load()), Faults: int(ru.faults.Load()),
 		ProxyRetries: ru.stack.Proxy.Retried()}
 	if res.Schedule == nil {
-		res.Schedule = []Event{}
+		res.Schedule = []lab.ChaosEvent{}
 	}
 	purchaseOf := map[string]int{} // e-mail → purchase
 	for _, out := range outcomes {
 		purchaseOf[out.Email] = out.Index
 		switch out.Outcome {
-		case OutcomeGaveUp:
+		case lab.ChaosOutcomeGaveUp:
 			res.GaveUp++
-		case OutcomeDeclined:
+		case lab.ChaosOutcomeDeclined:
 			res.Declined++
 			res.Answered++
 		default:
 			res.Answered++
 		}
-		res.Points = append(res.Points, Point{AtMS: out.Done.Milliseconds(), Outcome: out.Outcome})
+		res.Points = append(res.Points, lab.ChaosPoint{AtMS: out.Done.Milliseconds(), Outcome: out.Outcome})
 	}
 	sort.Slice(res.Points, func(i, j int) bool { return res.Points[i].AtMS < res.Points[j].AtMS })
 	ru.mu.Lock()
@@ -287,10 +231,10 @@ func (ru *run) judge(ctx context.Context, outcomes []outcome, events []Event) (*
 		}
 	}
 	for _, cur := range slices.Sorted(maps.Keys(over)) {
-		res.Overcharged = append(res.Overcharged, Money{Amount: over[cur], Currency: cur})
+		res.Overcharged = append(res.Overcharged, lab.Money{Amount: over[cur], Currency: cur})
 	}
 	if res.Overcharged == nil {
-		res.Overcharged = []Money{}
+		res.Overcharged = []lab.Money{}
 	}
 
 	// Orders: one paid order per purchase, each with a charge and one receipt.
@@ -338,11 +282,21 @@ func (ru *run) judge(ctx context.Context, outcomes []outcome, events []Event) (*
 		if !ok {
 			idx = -1
 		}
-		res.Worst = append(res.Worst, Worst{Purchase: idx, Tenant: ord.TenantID, OrderID: id, Why: worst[id]})
+		res.Worst = append(res.Worst, lab.ChaosWorst{Purchase: idx, Tenant: ord.TenantID, OrderID: id, Why: worst[id]})
 	}
 	sort.SliceStable(res.Worst, func(i, j int) bool { return res.Worst[i].Purchase < res.Worst[j].Purchase })
 	if len(res.Worst) > 10 {
 		res.Worst = res.Worst[:10]
+	}
+	// Their journals, as an operator reads them, before the stack goes away with its database.
+	client := &http.Client{Timeout: 30 * time.Second}
+	for i, w := range res.Worst {
+		var events struct{ Data []lab.Row }
+		if err := labrun.GetJSON(ctx, client, ru.stack.Proxy.URL()+"/api/v1/orders/"+w.OrderID+"/events", ru.stack.APIKeys[w.Tenant], &events); err != nil {
+			ru.problem("read the journal of %s: %v", w.OrderID, err)
+			continue
+		}
+		res.Worst[i].Timeline = events.Data
 	}
 
 	unreceipted := 0
@@ -372,7 +326,7 @@ func (ru *run) judge(ctx context.Context, outcomes []outcome, events []Event) (*
 }
 
 // harmOf says whether the harm that switch off is about shows in res.
-func harmOf(off payments.Switch, res *Result) bool {
+func harmOf(off payments.Switch, res *lab.ChaosResult) bool {
 	switch off {
 	case payments.SwitchDerivedGatewayKey:
 		return res.DoubleCharges > 0
@@ -390,7 +344,7 @@ func harmOf(off payments.Switch, res *Result) bool {
 
 // verdict words what happened and whether it is what the run was for: with every
 // protection on, no invariant broken; with one off, its harm shown.
-func verdict(res *Result) (string, bool) {
+func verdict(res *lab.ChaosResult) (string, bool) {
 	var harms []string
 	if res.DoubleCharges > 0 {
 		var money []string

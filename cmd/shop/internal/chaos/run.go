@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"bytes"
+	"checkoutlab/payments/lab"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -25,34 +26,9 @@ type Runner struct {
 	Lab *labrun.Runner
 }
 
-// Progress is how far a run has come; the page shows it while the run goes on.
-type Progress struct {
-	Phase    string `json:"phase"` // starting, purchasing, settling, judging, done
-	Done     int    `json:"done"`  // purchases finished
-	Total    int    `json:"total"`
-	Answered int    `json:"answered"`
-	GaveUp   int    `json:"gave_up"`
-	Faults   int    `json:"faults"` // gateway faults armed
-	Kills    int    `json:"kills"`  // replica processes killed (SIGKILL), by the lab or at a crash point
-}
-
-// Mark is something done to the stack during the run, for the chart.
-type Mark struct {
-	AtMS    int64  `json:"at_ms"`
-	Kind    string `json:"kind"` // fault, kill, crash
-	Label   string `json:"label"`
-	Replica int    `json:"replica,omitempty"`
-}
-
-// Point is one finished purchase, for the chart.
-type Point struct {
-	AtMS    int64  `json:"at_ms"`
-	Outcome string `json:"outcome"`
-}
-
 // run is one chaos run in progress.
 type run struct {
-	o       Options
+	o       lab.ChaosOptions
 	stack   *labrun.ReplicaStack
 	control *http.Client
 	began   time.Time
@@ -61,10 +37,10 @@ type run struct {
 	emails string
 
 	mu       sync.Mutex
-	progress Progress
-	marks    []Mark
+	progress lab.ChaosProgress
+	marks    []lab.ChaosMark
 	problems []string
-	report   func(Progress)
+	report   func(lab.ChaosProgress)
 
 	replicaMu []sync.Mutex // one restart of a replica at a time
 	restarts  sync.WaitGroup
@@ -75,8 +51,8 @@ type run struct {
 // Run makes one chaos run of o on a fresh stack and judges it. report, if set, is called
 // with the progress as it changes. log receives the lines a lab stack announces itself with.
 // Run's error is a run that could not be made (the stack did not start); a run whose
-// invariants broke is a Result with OK false.
-func (r *Runner) Run(ctx context.Context, o Options, report func(Progress), log io.Writer) (*Result, error) {
+// invariants broke is a lab.ChaosResult with OK false.
+func (r *Runner) Run(ctx context.Context, o lab.ChaosOptions, report func(lab.ChaosProgress), log io.Writer) (*lab.ChaosResult, error) {
 	if err := o.Check(); err != nil {
 		return nil, err
 	}
@@ -143,7 +119,7 @@ func restock(ctx context.Context, st *labrun.ReplicaStack, purchases int) error 
 
 // purchase has o.Clients customers make the purchases, each one started after the events
 // scheduled before it were struck.
-func (ru *run) purchase(ctx context.Context, c *customer, events []Event, purchases []Purchase) []outcome {
+func (ru *run) purchase(ctx context.Context, c *customer, events []lab.ChaosEvent, purchases []Purchase) []outcome {
 	next := make(chan Purchase)
 	outcomes := make([]outcome, len(purchases))
 	var wg sync.WaitGroup
@@ -178,7 +154,7 @@ func (ru *run) purchase(ctx context.Context, c *customer, events []Event, purcha
 func (ru *run) finished(o outcome) {
 	ru.mu.Lock()
 	ru.progress.Done++
-	if o.Outcome == OutcomeGaveUp {
+	if o.Outcome == lab.ChaosOutcomeGaveUp {
 		ru.progress.GaveUp++
 	} else {
 		ru.progress.Answered++
@@ -203,7 +179,7 @@ func (ru *run) setPhase(phase string, total int) {
 
 func (ru *run) mark(kind, label string, replica int) {
 	ru.mu.Lock()
-	ru.marks = append(ru.marks, Mark{AtMS: time.Since(ru.began).Milliseconds(), Kind: kind, Label: label, Replica: replica})
+	ru.marks = append(ru.marks, lab.ChaosMark{AtMS: time.Since(ru.began).Milliseconds(), Kind: kind, Label: label, Replica: replica})
 	ru.progress.Kills, ru.progress.Faults = int(ru.kills.Load()), int(ru.faults.Load())
 	p := ru.progress
 	ru.mu.Unlock()
@@ -214,9 +190,9 @@ func (ru *run) mark(kind, label string, replica int) {
 
 // strike does what event e schedules. A kill and a crash point happen in the background:
 // the purchases go on while a replica is down, as they would in production.
-func (ru *run) strike(ctx context.Context, e Event) {
+func (ru *run) strike(ctx context.Context, e lab.ChaosEvent) {
 	switch e.Action {
-	case ActionFault:
+	case lab.ChaosActionFault:
 		f := map[string]any{"fault": e.Fault}
 		if e.DelayMS > 0 {
 			f["delay_ms"] = e.DelayMS
@@ -233,7 +209,7 @@ func (ru *run) strike(ctx context.Context, e Event) {
 		}
 		ru.faults.Add(1)
 		ru.mark("fault", e.Fault, 0)
-	case ActionKill, ActionCrashPoint:
+	case lab.ChaosActionKill, lab.ChaosActionCrashPoint:
 		i := e.Replica - 1
 		if !ru.replicaMu[i].TryLock() {
 			return // that replica is still coming back from the last strike
