@@ -11,6 +11,7 @@ import (
 	"checkoutlab/models"
 	"checkoutlab/models/modelstest"
 	"checkoutlab/payments"
+	"checkoutlab/payments/lab"
 )
 
 // TestChaos makes chaos runs on each database, with the shop built as the replicas' program:
@@ -23,7 +24,7 @@ func TestChaos(t *testing.T) {
 		t.Run(dialect, func(t *testing.T) {
 			t.Parallel()
 			runner := &chaos.Runner{Lab: testLab(t, "")}
-			run := func(t *testing.T, o chaos.Options) *chaos.Result {
+			run := func(t *testing.T, o lab.ChaosOptions) *lab.ChaosResult {
 				t.Helper()
 				o.Seed, o.Clients, o.Replicas = 1, 8, 2
 				o.DatabaseURL = modelstest.MustDatabaseURL(t, dialect)
@@ -44,7 +45,7 @@ func TestChaos(t *testing.T) {
 			}
 
 			t.Run("EveryProtectionOn", func(t *testing.T) {
-				res := run(t, chaos.Options{Purchases: 200})
+				res := run(t, lab.ChaosOptions{Purchases: 200})
 				if !res.OK || res.DoubleCharges != 0 || res.Lost != 0 || res.DuplicateOrders != 0 || len(res.Overcharged) != 0 {
 					t.Errorf("got %d double charges, %d lost, %d duplicate orders, overcharged %v (%s), want none; invariants %+v",
 						res.DoubleCharges, res.Lost, res.DuplicateOrders, res.Overcharged, res.Verdict, res.Invariants)
@@ -54,13 +55,13 @@ func TestChaos(t *testing.T) {
 				}
 			})
 			t.Run("DerivedGatewayKeyOff", func(t *testing.T) {
-				res := run(t, chaos.Options{Purchases: 100, Off: payments.SwitchDerivedGatewayKey})
+				res := run(t, lab.ChaosOptions{Purchases: 100, Off: payments.SwitchDerivedGatewayKey})
 				if !res.OK || res.DoubleCharges == 0 || len(res.Overcharged) == 0 {
 					t.Errorf("got %d double charges, overcharged %v (%s), want some", res.DoubleCharges, res.Overcharged, res.Verdict)
 				}
 			})
 			t.Run("ClientSameKeyOff", func(t *testing.T) {
-				res := run(t, chaos.Options{Purchases: 100, Off: payments.SwitchClientSameKey})
+				res := run(t, lab.ChaosOptions{Purchases: 100, Off: payments.SwitchClientSameKey})
 				if !res.OK || res.SuspectedDuplicates == 0 {
 					t.Errorf("got %d suspected duplicate purchases, %d duplicate orders (%s), want some", res.SuspectedDuplicates, res.DuplicateOrders, res.Verdict)
 				}

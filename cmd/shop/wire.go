@@ -11,6 +11,8 @@ import (
 	"github.com/riverqueue/river"
 	"gorm.io/gorm"
 
+	"checkoutlab/cmd/shop/internal/chaos"
+	"checkoutlab/cmd/shop/internal/labrun"
 	"checkoutlab/cmd/shop/internal/stack"
 	"checkoutlab/handlers"
 	"checkoutlab/handlers/idempotency"
@@ -96,6 +98,9 @@ func mountRoutes(e *echo.Echo, cfg stack.Config, db *gorm.DB, registry *promethe
 	(&handlers.OpsPages{Mailbox: effects, Reconciler: reconciler, Tenants: tenants,
 		Desk: desk, Decisions: decisions, Idempotency: idem}).Routes(e)
 	(&handlers.LabPages{Runner: cfg.Lab, GatewayURL: cfg.GatewayURL}).Routes(e)
+	if lr, ok := cfg.Lab.(*labrun.Runner); ok { // the lab's chaos mode runs the lab's stacks
+		(&handlers.ChaosPages{Runner: &chaos.Runner{Lab: lr}, Store: models.NewChaosRunStore(db)}).Routes(e)
+	}
 	(&handlers.DemoTools{GatewayURL: cfg.GatewayURL, Reset: func(ctx context.Context) error {
 		_, err := models.ResetDemo(ctx, db, models.DemoTenants(cfg.APIKeys))
 		return err

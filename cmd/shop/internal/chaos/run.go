@@ -304,3 +304,11 @@ func (ru *run) controlDo(req *http.Request, v any) error {
 	}
 	return json.NewDecoder(res.Body).Decode(v)
 }
+
+// RunChaos is a run for the /lab/chaos pages (handlers.ChaosRunner): always on a fresh
+// embedded SQLite database, whatever database the shop uses, so that a run never touches the
+// shop's own data.
+func (r *Runner) RunChaos(ctx context.Context, o lab.ChaosOptions, report func(lab.ChaosProgress)) (*lab.ChaosResult, error) {
+	o.DatabaseURL = ""
+	return r.Run(ctx, o, report, nil)
+}
