@@ -67,9 +67,10 @@ func (r *Runner) Run(ctx context.Context, o lab.ChaosOptions, report func(lab.Ch
 		control: &http.Client{Timeout: 10 * time.Second}}
 	ru.setPhase("starting", len(purchases))
 	st, err := lab.StartReplicaStack(ctx, labrun.ReplicaOptions{Replicas: o.Replicas, Off: serverOff,
-		// A load balancer's usual upstream timeout, well above a checkout's (the gateway times out
-		// after 1s in a lab stack).
-		Proxy: labrun.ProxyOptions{Timeout: 10 * time.Second}})
+		// A load balancer that, like some, sends a POST again to the next replica when its
+		// replica dies mid-request, with a usual upstream timeout, well above a checkout's (the
+		// gateway times out after 1s in a lab stack).
+		Proxy: labrun.ProxyOptions{RetryPOST: true, Timeout: 10 * time.Second}})
 	if err != nil {
 		return nil, fmt.Errorf("start the chaos stack: %w", err)
 	}

@@ -102,6 +102,9 @@ func (r *Runner) RunScenario(ctx context.Context, s lab.Scenario, mode lab.Mode)
 	if s.CrashAt != "" {
 		start = func() (*target, error) { return r.startCrashTarget(ctx, p, s.CrashAt) }
 	}
+	if s.Replicas != nil {
+		start = func() (*target, error) { return r.startReplicaTarget(ctx, p, s) }
+	}
 	t, err := start()
 	if err != nil {
 		res.Err = err.Error()
@@ -248,6 +251,9 @@ func (r *Runner) runningShop(shopURL, gatewayURL string) (*target, error) {
 // needsLabStack says why s cannot run against a running shop, or "" if it can: a crash point
 // and an early reaper run need a shop the lab started itself.
 func needsLabStack(s lab.Scenario) string {
+	if s.Replicas != nil {
+		return "it runs its own replicas behind a load balancer"
+	}
 	if s.CrashAt != "" {
 		return "it kills the shop at a crash point"
 	}
