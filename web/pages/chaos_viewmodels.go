@@ -60,7 +60,7 @@ type ChaosRunPage struct {
 	Chart                                ChaosChart
 	Worst                                []ChaosWorstLink
 	Problems                             []string
-	JSONURL, FormURL, ReconciliationNote string
+	JSONURL, FormURL                     string
 }
 
 // ChaosChart is the purchases over time, with the strikes marked, its geometry computed by
