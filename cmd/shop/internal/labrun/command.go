@@ -13,7 +13,8 @@ import (
 	"checkoutlab/payments/lab"
 )
 
-const usage = `usage: shop lab list | shop lab run [--json] [--database-url URL | --shop URL [--gateway URL]] [scenario …] | shop lab chaos …
+const usage = `usage: shop lab list | shop lab run [--json] [--database-url URL | --shop URL [--gateway URL]] [scenario …]
+       shop lab chaos [flags]
 
   list   the scenarios, with the protection each one is about and what breaks without it
   run    run scenarios (all by default) twice each on a fresh stack: with every protection on,
