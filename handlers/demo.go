@@ -3,6 +3,7 @@ package handlers
 import (
 	"context"
 	"net/http"
+	"net/url"
 
 	"github.com/labstack/echo/v4"
 
@@ -19,6 +20,10 @@ type DemoTools struct {
 	Reset func(ctx context.Context) error
 	// GatewayURL is the fake gateway's base URL, as a browser reaches it.
 	GatewayURL string
+	// GatewayToken is the gateway's control token, if it has one: /gateway then sends the
+	// browser to the gateway's one-time login (/?token=…), so an operator of the shop is
+	// one click from the gateway's page. That is why /gateway is an operator route.
+	GatewayToken string
 }
 
 // Route names, for c.Echo().Reverse.
@@ -36,12 +41,17 @@ func (h *DemoTools) Routes(e *echo.Echo) {
 	g.POST("", h.reset).Name = routeResetDemoPost
 }
 
-// gateway sends the browser to the fake gateway's page; 404 when the shop does not know it.
+// gateway sends the browser to the fake gateway's page, logged in with GatewayToken; 404 when
+// the shop does not know the gateway.
 func (h *DemoTools) gateway(c echo.Context) error {
 	if h.GatewayURL == "" {
 		return models.Errorf(models.KindNotFound, models.ErrNotFound.Code, "this shop has no gateway page to show")
 	}
-	return c.Redirect(http.StatusSeeOther, h.GatewayURL+"/")
+	target := h.GatewayURL + "/"
+	if h.GatewayToken != "" {
+		target += "?token=" + url.QueryEscape(h.GatewayToken)
+	}
+	return c.Redirect(http.StatusSeeOther, target)
 }
 
 func (h *DemoTools) resetPage(c echo.Context) error {

@@ -89,6 +89,16 @@ func TestGatewayLink(t *testing.T) {
 			t.Errorf("got a redirect to %q, want the gateway's page", loc)
 		}
 	})
+	t.Run("OKWithToken", func(t *testing.T) {
+		e := handlers.NewRouter(slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry())
+		(&handlers.DemoTools{GatewayURL: "http://127.0.0.1:18081", GatewayToken: "gwctl_demo_checkoutlab_0000"}).Routes(e)
+		srv := httptest.NewServer(e)
+		t.Cleanup(srv.Close)
+		resp, _ := MustBrowser(t, srv).MustGetResponse(t, "/gateway", http.StatusSeeOther)
+		if loc, want := MustLocation(t, resp), "http://127.0.0.1:18081/?token=gwctl_demo_checkoutlab_0000"; loc != want {
+			t.Errorf("got a redirect to %q, want the gateway's login link %q", loc, want)
+		}
+	})
 	t.Run("ErrNotFoundWithoutGateway", func(t *testing.T) {
 		b := MustBrowser(t, mustDemoTools(t, db, ""))
 		b.MustGet(t, "/gateway", http.StatusNotFound)

@@ -22,8 +22,9 @@ import (
 const OpsCookie = "checkoutlab_ops"
 
 // OperatorRoutes are the operator tools, for Guard: they show every tenant's customers, start
-// whole shops (the lab) or put the demo stock back (reset-demo).
-var OperatorRoutes = []string{"/mailbox", "/reconciliation", "/lab", "/ops/reset-demo"}
+// whole shops (the lab), put the demo stock back (reset-demo) or log a browser in to the fake
+// gateway's page (/gateway, whose redirect carries the gateway's control token).
+var OperatorRoutes = []string{"/mailbox", "/reconciliation", "/lab", "/ops/reset-demo", "/gateway"}
 
 // OpsSessionTTL is how long an operator stays logged in.
 const OpsSessionTTL = 12 * time.Hour

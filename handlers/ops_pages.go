@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 
 	"github.com/labstack/echo/v4"
@@ -32,8 +33,8 @@ type DecisionLister interface {
 
 // OpsPages are the pages a trainer shows next to the shop: the mailbox where receipts land,
 // and the reconciliation report as HTML with the triage desk — an action form on each finding
-// and the decisions taken. They are part of a local demo and need no login; a real shop would
-// put them behind its staff authentication.
+// and the decisions taken. They show every tenant's customers, so cmd/shop mounts them behind
+// the operator login (OpsAuth.Guard over OperatorRoutes).
 type OpsPages struct {
 	Mailbox    MailboxReader
 	Reconciler Reconciler
@@ -43,6 +44,18 @@ type OpsPages struct {
 	Desk        TriageDesk
 	Decisions   DecisionLister
 	Idempotency *idempotency.Middleware
+	// OrderLink is the path of an order's page that opens for an operator: the signed link of
+	// the order's receipt (Signer.OrderLink), since an order's page opens only for the
+	// session that placed it or with that link. Nil links to the bare /orders/{id}.
+	OrderLink func(orderID string) string
+}
+
+// orderURL is where the pages link an order to.
+func (h *OpsPages) orderURL(orderID string) string {
+	if h.OrderLink == nil {
+		return "/orders/" + url.PathEscape(orderID)
+	}
+	return h.OrderLink(orderID)
 }
 
 // Routes mounts /mailbox and /reconciliation (and its forms' POST /reconciliation/actions).
@@ -69,7 +82,7 @@ func (h *OpsPages) mailbox(c echo.Context) error {
 	vm := pages.MailboxPage{Layout: layout.Page{Title: "Mailbox"}}
 	for _, m := range ms {
 		vm.Messages = append(vm.Messages, pages.MailMessage{To: m.ToAddress, Subject: m.Subject, Body: m.Body,
-			Sent: m.CreatedAt.UTC().Format("2 Jan 15:04:05 UTC"), Tenant: m.TenantID, OrderURL: "/orders/" + m.OrderID})
+			Sent: m.CreatedAt.UTC().Format("2 Jan 15:04:05 UTC"), Tenant: m.TenantID, OrderURL: h.orderURL(m.OrderID)})
 	}
 	return render(c, http.StatusOK, pages.Mailbox(vm))
 }
@@ -207,7 +220,7 @@ func (h *OpsPages) renderReconciliation(c echo.Context, tenant string, status in
 		}
 		for _, d := range ds {
 			vm.Decisions = append(vm.Decisions, pages.DecisionRow{ID: d.ID, At: d.CreatedAt.UTC().Format("2 Jan 15:04:05"),
-				Who: d.Who, OrderID: d.OrderID, OrderURL: "/orders/" + d.OrderID, Action: d.Action, Findings: d.Findings,
+				Who: d.Who, OrderID: d.OrderID, OrderURL: h.orderURL(d.OrderID), Action: d.Action, Findings: d.Findings,
 				Gateway: d.Gateway, Result: d.Result, Detail: d.Detail, Reason: d.Reason, Marked: d.ID == c.QueryParam("decision")})
 		}
 	}

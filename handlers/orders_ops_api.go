@@ -58,8 +58,10 @@ type OrderOpsJSON struct {
 	Shipments int           `json:"shipments"`
 }
 
-// JournalEventJSON is one event of an order's journal. Empty members are left out; At is
-// RFC 3339 in UTC with nanoseconds, always nine digits, so events sort as text too.
+// JournalEventJSON is one event of an order's journal. Empty members are left out; At (and
+// LastAt) is RFC 3339 in UTC with nanoseconds, always nine digits, so events sort as text too.
+// Repeats counts the later events just like this one that the journal counted here instead
+// of writing them (a key's replays, 409s and 422s past the first few), the last at LastAt.
 type JournalEventJSON struct {
 	At             string `json:"at"`
 	Actor          string `json:"actor,omitempty"`
@@ -68,6 +70,8 @@ type JournalEventJSON struct {
 	OrderID        string `json:"order_id,omitempty"`
 	PaymentID      string `json:"payment_id,omitempty"`
 	Detail         string `json:"detail,omitempty"`
+	Repeats        int    `json:"repeats,omitempty"`
+	LastAt         string `json:"last_at,omitempty"`
 }
 
 // journalTime is RFC 3339 with a fixed nine-digit fraction.
@@ -157,7 +161,11 @@ func (h *OrdersOpsAPI) events(c echo.Context) error {
 	out := make([]JournalEventJSON, len(evs))
 	for i, ev := range evs {
 		out[i] = JournalEventJSON{At: ev.At.UTC().Format(journalTime), Actor: ev.Actor, Kind: ev.Kind,
-			IdempotencyKey: ev.IdempotencyKey, OrderID: ev.OrderID, PaymentID: ev.PaymentID, Detail: ev.Detail}
+			IdempotencyKey: ev.IdempotencyKey, OrderID: ev.OrderID, PaymentID: ev.PaymentID, Detail: ev.Detail,
+			Repeats: ev.Repeats}
+		if ev.LastAt != nil {
+			out[i].LastAt = ev.LastAt.UTC().Format(journalTime)
+		}
 	}
 	return writeJSON(c, http.StatusOK, map[string]any{"data": out})
 }

@@ -287,5 +287,34 @@ func TestOrdersOpsEvents(t *testing.T) {
 		t.Run("ErrUnauthorized", func(t *testing.T) {
 			MustStatus(t, a.get(t, "", "/api/v1/orders/"+o.ID+"/events"), http.StatusUnauthorized, "unauthorized")
 		})
+		// A client replaying one key: past JournalRepeatRows rows the journal counts the
+		// replays on the last row, and the answer says how many and when the last one was.
+		t.Run("Repeats", func(t *testing.T) {
+			replayed := modelstest.MustOrderAt(t, db, "acme", "camp-mug", time.Now())
+			extra := 3
+			for i := range models.JournalRepeatRows + extra {
+				ev := models.JournalEvent{TenantID: "acme", IdempotencyKey: "ev-replayed", OrderID: replayed.ID,
+					Actor: models.ActorShop, Kind: models.JournalReservation, Detail: "replayed: stored answer",
+					At: t0.Add(time.Duration(i) * time.Second)}
+				j.Record(context.Background(), ev) // without Run: written (or counted) at once
+			}
+			rec := a.get(t, "sk_test_acme", "/api/v1/orders/"+replayed.ID+"/events")
+			MustStatus(t, rec, http.StatusOK, "")
+			var body struct{ Data []handlers.JournalEventJSON }
+			if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
+				t.Fatal(err)
+			}
+			if len(body.Data) != models.JournalRepeatRows {
+				t.Fatalf("got %d events, want %d: %s", len(body.Data), models.JournalRepeatRows, rec.Body)
+			}
+			last := body.Data[len(body.Data)-1]
+			wantLast := t0.Add(time.Duration(models.JournalRepeatRows+extra-1) * time.Second).Format("2006-01-02T15:04:05.000000000Z07:00")
+			if last.Repeats != extra || last.LastAt != wantLast {
+				t.Errorf("last event: got repeats %d, last_at %q; want %d, %q", last.Repeats, last.LastAt, extra, wantLast)
+			}
+			if first := body.Data[0]; first.Repeats != 0 || first.LastAt != "" {
+				t.Errorf("first event: got repeats %d, last_at %q; want neither", first.Repeats, first.LastAt)
+			}
+		})
 	})
 }

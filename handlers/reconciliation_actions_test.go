@@ -42,7 +42,7 @@ func MustDeskShop(tb testing.TB, db *gorm.DB) *deskShop {
 	journal, decisions := models.NewJournalStore(db, nil), models.NewDecisionStore(db)
 	cards := handlers.NewCardFingerprint([]byte("test shop secret, 32 bytes long!"))
 	idem := MustIdempotency(keys, time.Minute, idempotency.NewMetrics(reg), journal)
-	gw := payments.NewGatewayClient(MustGateway(tb), 5*time.Second)
+	gw := MustGatewayClient(tb)
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	service := &payments.Service{DB: db, Gateway: gw, Outbox: noOutbox{}, Render: handlers.RenderOperation, Journal: journal, Logger: quiet}
 	reconciler := &payments.Reconciler{DB: db, Gateway: gw, Keys: keys, Dismissed: decisions}

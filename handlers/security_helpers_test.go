@@ -51,7 +51,7 @@ func MustSecureShop(tb testing.TB, db *gorm.DB, unstarted bool, opts ...handlers
 	effects, journal := models.NewSideEffectStore(db), models.NewJournalStore(db, nil)
 	cards := handlers.NewCardFingerprint([]byte("test shop secret, 32 bytes long!"))
 	idem := MustIdempotency(keys, time.Minute, idempotency.NewMetrics(reg), journal)
-	gateway := payments.NewGatewayClient(MustGateway(tb), 5*time.Second)
+	gateway := MustGatewayClient(tb)
 	service := &payments.Service{DB: db, Gateway: gateway, Outbox: noOutbox{}, Render: handlers.RenderOperation, Journal: journal}
 
 	e.StaticFS("/static", static.FS)
@@ -64,7 +64,7 @@ func MustSecureShop(tb testing.TB, db *gorm.DB, unstarted bool, opts ...handlers
 	(&handlers.PaymentsAPI{Ops: service, Idempotency: idem, Cards: cards}).Routes(api)
 	reconciler := &payments.Reconciler{DB: db, Gateway: gateway, Keys: keys, Grace: time.Minute}
 	(&handlers.OpsPages{Mailbox: effects, Reconciler: reconciler, Tenants: tenants}).Routes(e)
-	(&handlers.LabPages{Runner: &fakeLabRunner{}}).Routes(e)
+	(&handlers.LabPages{Runner: &fakeLabRunner{}, Runs: models.NewLabRunStore(db)}).Routes(e)
 	(&handlers.DemoTools{Reset: func(context.Context) error { return nil }}).Routes(e)
 
 	srv := httptest.NewUnstartedServer(e)

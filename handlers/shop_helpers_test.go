@@ -36,7 +36,7 @@ func MustShop(tb testing.TB, db *gorm.DB) *httptest.Server {
 	keys := models.NewIdempotencyStore(db)
 	cards := handlers.NewCardFingerprint([]byte("test shop secret, 32 bytes long!"))
 	journal := models.NewJournalStore(db, nil)
-	service := &payments.Service{DB: db, Gateway: payments.NewGatewayClient(MustGateway(tb), 5*time.Second),
+	service := &payments.Service{DB: db, Gateway: MustGatewayClient(tb),
 		Outbox: noOutbox{}, Render: handlers.RenderOperation, Journal: journal}
 	(&handlers.Storefront{
 		Tenants: models.NewTenantStore(db), Products: models.NewProductStore(db), Carts: models.NewCartStore(db),
@@ -50,20 +50,28 @@ func MustShop(tb testing.TB, db *gorm.DB) *httptest.Server {
 	return srv
 }
 
-// MustGateway starts a fake payment gateway (no webhooks) and returns its URL.
-func MustGateway(tb testing.TB) string {
+// testControlToken guards the control API of the tests' gateways, as GATEWAY_CONTROL_TOKEN
+// guards a real one.
+const testControlToken = "gwctl_handlers_test_token"
+
+// MustGatewayClient starts a fake payment gateway (no webhooks, its control API guarded by
+// testControlToken) and returns the shop's client for it, which sends the token.
+func MustGatewayClient(tb testing.TB) *payments.GatewayClient {
 	tb.Helper()
 	gwDB, err := fakegateway.OpenDB(context.Background(), "", tb.TempDir())
 	if err != nil {
 		tb.Fatal(err)
 	}
-	gw, err := fakegateway.New(fakegateway.Config{DB: gwDB, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	gw, err := fakegateway.New(fakegateway.Config{DB: gwDB, ControlToken: testControlToken,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		tb.Fatal(err)
 	}
 	srv := httptest.NewServer(gw.Handler())
 	tb.Cleanup(func() { srv.Close(); gw.Close(); models.Close(gwDB) })
-	return srv.URL
+	client := payments.NewGatewayClient(srv.URL, 5*time.Second)
+	client.ControlToken = testControlToken
+	return client
 }
 
 // noOutbox drops side effects: these tests are about what the browser sees.

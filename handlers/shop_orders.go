@@ -4,12 +4,14 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 
 	"github.com/labstack/echo/v4"
 
 	"checkoutlab/models"
+	"checkoutlab/payments"
 	"checkoutlab/web/components"
 	"checkoutlab/web/pages"
 )
@@ -82,7 +84,7 @@ func (s *Storefront) order(c echo.Context) error {
 	if s.Journal != nil {
 		// The journal is for people looking into an order; if it cannot be read, the
 		// customer still gets the order page, without that section.
-		s.journalSection(c, o.ID, &vm)
+		s.journalSection(c, o, &vm)
 	}
 	// The order can take a new payment when it is not paid or expired and no payment is in
 	// flight: a second payment while one is unconfirmed would be a second charge waiting to
@@ -115,22 +117,28 @@ const journalPageSize = 100
 
 // journalSection fills the order page's "What happened" with one page of the order's journal
 // (?journal=N, from 1) and links to the pages before and after it.
-func (s *Storefront) journalSection(c echo.Context, orderID string, vm *pages.OrderPage) {
+// A lost gateway answer that ended in one charge is called out.
+func (s *Storefront) journalSection(c echo.Context, o *models.Order, vm *pages.OrderPage) {
 	n, err := strconv.Atoi(c.QueryParam("journal"))
 	if err != nil || n < 1 {
 		n = 1
 	}
-	page, err := s.Journal.ForOrderPage(c.Request().Context(), orderID, (n-1)*journalPageSize, journalPageSize)
+	page, err := s.Journal.ForOrderPage(c.Request().Context(), o.ID, (n-1)*journalPageSize, journalPageSize)
 	if err != nil {
 		return
 	}
+	lost := false
 	for _, ev := range page.Events {
 		detail := ev.Detail
 		if ev.Repeats > 0 && ev.LastAt != nil {
 			detail += fmt.Sprintf(" (and %d more like it, the last at %s)", ev.Repeats, ev.LastAt.UTC().Format("15:04:05.000"))
 		}
-		vm.Journal = append(vm.Journal, pages.JournalRow{At: ev.At.UTC().Format("15:04:05.000"),
-			Actor: ev.Actor, Event: ev.Kind, Detail: detail})
+		row := pages.JournalRow{At: ev.At.UTC().Format("15:04:05.000"), Actor: ev.Actor, Event: ev.Kind, Detail: detail}
+		if row.ChargeID = journalChargeID.FindString(ev.Detail); row.ChargeID != "" {
+			row.ChargeURL = "/gateway#" + row.ChargeID // the charge's row in the gateway's ledger
+		}
+		lost = lost || ev.Kind == models.JournalGatewayCharge && strings.HasPrefix(ev.Detail, payments.OutcomeUnknown.String())
+		vm.Journal = append(vm.Journal, row)
 	}
 	vm.JournalPage.Showing = fmt.Sprintf("%d events", page.Total)
 	if int64(journalPageSize) < page.Total {
@@ -152,6 +160,23 @@ func (s *Storefront) journalSection(c echo.Context, orderID string, vm *pages.Or
 		vm.JournalPage.Later = link(n + 1)
 	}
 	vm.JournalPage.Open = c.QueryParam("journal") != ""
+	if lost && o.Status == models.OrderPaid && succeededPayments(o) == 1 {
+		vm.Recovered = "Response lost — recovered, charged once"
+	}
+}
+
+// journalChargeID finds the gateway charge a journal event names.
+var journalChargeID = regexp.MustCompile(`\bch_[a-z0-9]+`)
+
+// succeededPayments counts o's payments that took the money.
+func succeededPayments(o *models.Order) int {
+	n := 0
+	for _, p := range o.Payments {
+		if p.Status == models.PaymentSucceeded {
+			n++
+		}
+	}
+	return n
 }
 
 // paymentPoll answers the order page's htmx poll (GET /orders/:id?poll=payment): the same

@@ -92,6 +92,11 @@ type JournalStore struct {
 	logger  *slog.Logger
 	queue   chan JournalEvent
 	running atomic.Bool
+
+	// WriteThrough writes every event at once, as without Run. A shop that may be killed at a
+	// crash point sets it: queued events would die with the process, and the journal would
+	// hide what the killed request did.
+	WriteThrough bool
 }
 
 // NewJournalStore returns a JournalStore on db that reports failed writes to logger
@@ -256,7 +261,7 @@ func (s *JournalStore) Record(ctx context.Context, ev JournalEvent) {
 	if ev.At.IsZero() {
 		ev.At = now() // the moment it happened, not the moment the batch is written
 	}
-	if s.running.Load() {
+	if s.running.Load() && !s.WriteThrough {
 		select {
 		case s.queue <- ev:
 			return
@@ -271,7 +276,7 @@ func (s *JournalStore) Record(ctx context.Context, ev JournalEvent) {
 
 // ForOrder returns the journal of an order, oldest first: the events about the order, and
 // every event of the idempotency keys that worked on it — including those written before the
-// order existed (the first reservation) or after (a replay).
+// order existed (the first reservation) or after (a replay), the queued ones included.
 func (s *JournalStore) ForOrder(ctx context.Context, orderID string) ([]JournalEvent, error) {
 	q, err := s.orderJournal(ctx, orderID)
 	if err != nil {
@@ -311,8 +316,11 @@ func (s *JournalStore) ForOrderPage(ctx context.Context, orderID string, offset,
 }
 
 // orderJournal selects the events of an order's journal: those about the order, and every
-// event of the idempotency keys that worked on it.
+// event of the idempotency keys that worked on it. It writes the queued events first, so that
+// a page rendered now shows everything that has happened, the retry that settled the order
+// included.
 func (s *JournalStore) orderJournal(ctx context.Context, orderID string) (*gorm.DB, error) {
+	s.flush(ctx)
 	db := s.db.WithContext(ctx)
 	var keys []JournalEvent
 	if err := db.Model(&JournalEvent{}).Distinct("tenant_id", "idempotency_key").
@@ -331,8 +339,10 @@ func (s *JournalStore) orderJournal(ctx context.Context, orderID string) (*gorm.
 	return q, nil
 }
 
-// ForKey returns the journal of one idempotency key of a tenant, oldest first.
+// ForKey returns the journal of one idempotency key of a tenant, oldest first, the queued
+// events included.
 func (s *JournalStore) ForKey(ctx context.Context, tenantID, key string) ([]JournalEvent, error) {
+	s.flush(ctx)
 	var evs []JournalEvent
 	err := s.db.WithContext(ctx).Where("tenant_id = ? AND idempotency_key = ?", tenantID, key).
 		Order("at, id").Find(&evs).Error

@@ -20,6 +20,11 @@ import (
 type GatewayClient struct {
 	baseURL string
 	http    *http.Client
+	// ControlToken is sent as "Authorization: Bearer <token>" to the gateway's control API
+	// (/_control/*, which Ledger reads), and only there: a gateway started with a control
+	// token (GATEWAY_CONTROL_TOKEN) refuses those calls without it. The payments API needs no
+	// credential. Set it before the first call.
+	ControlToken string
 }
 
 // NewGatewayClient returns a client for the gateway at baseURL (e.g. "http://127.0.0.1:8081")

@@ -8,12 +8,15 @@ import (
 	"net/http"
 )
 
-// Ledger returns every charge the gateway holds (GET /_control/ledger), for reconciliation.
-// The ledger of a long lab session can be large, so it is read with a generous limit of its own.
+// Ledger returns every charge the gateway holds (GET /_control/ledger), for reconciliation,
+// authenticated with ControlToken. The ledger of a long lab session can be large, so it is read with a generous limit of its own.
 func (c *GatewayClient) Ledger(ctx context.Context) ([]GatewayCharge, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.baseURL+"/_control/ledger", nil)
 	if err != nil {
 		return nil, err
+	}
+	if c.ControlToken != "" {
+		req.Header.Set("Authorization", "Bearer "+c.ControlToken)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {

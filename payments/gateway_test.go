@@ -22,7 +22,12 @@ import (
 // clientTimeout is the shop-side timeout in these tests; the hanging faults hang far longer.
 const clientTimeout = 300 * time.Millisecond
 
-// mustFakeGateway starts the real fake gateway on a fresh database of dialect.
+// testControlToken guards the control API of the tests' gateways, as GATEWAY_CONTROL_TOKEN
+// guards a real one: a client that forgets to send it fails here too.
+const testControlToken = "gwctl_payments_test_token"
+
+// mustFakeGateway starts the real fake gateway on a fresh database of dialect, its control
+// API guarded by testControlToken.
 func mustFakeGateway(t *testing.T, dialect string) *httptest.Server {
 	t.Helper()
 	url := modelstest.MustDatabaseURL(t, dialect)
@@ -35,7 +40,8 @@ func mustFakeGateway(t *testing.T, dialect string) *httptest.Server {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { models.Close(db) })
-	gw, err := fakegateway.New(fakegateway.Config{DB: db, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	gw, err := fakegateway.New(fakegateway.Config{DB: db, ControlToken: testControlToken,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +57,10 @@ func mustFakeGateway(t *testing.T, dialect string) *httptest.Server {
 func mustArm(t *testing.T, srv *httptest.Server, fault map[string]any) {
 	t.Helper()
 	body, _ := json.Marshal(fault)
-	resp, err := http.Post(srv.URL+"/_control/faults", "application/json", bytes.NewReader(body))
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/_control/faults", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+testControlToken)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,6 +68,36 @@ func mustArm(t *testing.T, srv *httptest.Server, fault map[string]any) {
 	if resp.StatusCode != http.StatusCreated {
 		t.Fatalf("arm %v: got %d", fault, resp.StatusCode)
 	}
+}
+
+// TestGatewayClientLedger: the client reads the ledger with its control token; without the
+// token a guarded gateway refuses, and the client says so rather than report an empty ledger.
+func TestGatewayClientLedger(t *testing.T) {
+	srv := mustFakeGateway(t, models.SQLite)
+	ctx := context.Background()
+	client := payments.NewGatewayClient(srv.URL, 5*time.Second)
+	client.ControlToken = testControlToken
+	pm, err := client.CreatePaymentMethod(ctx, "4242424242424242")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := client.Charge(ctx, payments.ChargeRequest{Amount: 1400, Currency: "USD",
+		PaymentMethod: pm.ID, IdempotencyKey: "ledger-1"}); res.Outcome != payments.OutcomeSucceeded {
+		t.Fatalf("charge: got %+v, want succeeded", res)
+	}
+	t.Run("OK", func(t *testing.T) {
+		charges, err := client.Ledger(ctx)
+		if err != nil || len(charges) != 1 || charges[0].IdempotencyKey != "ledger-1" {
+			t.Fatalf("got %+v, %v; want the one charge", charges, err)
+		}
+	})
+	t.Run("ErrWithoutToken", func(t *testing.T) {
+		_, err := payments.NewGatewayClient(srv.URL, 5*time.Second).Ledger(ctx)
+		var gwErr *payments.GatewayError
+		if !errors.As(err, &gwErr) || gwErr.Status != http.StatusUnauthorized {
+			t.Fatalf("got %v, want the gateway's 401", err)
+		}
+	})
 }
 
 func TestGatewayClientClassifiesEveryOutcome(t *testing.T) {

@@ -59,6 +59,10 @@ type ReceiptWorker struct {
 	Journal Journal // optional: records each delivery, written or deduplicated
 	// Protections is all on (the zero value) except in the failure lab; see Protections.
 	Protections Protections
+	// OrderLink is the absolute URL of an order's page that the receipt carries: a signed
+	// link, since the page opens only for the session that placed the order or with that link.
+	// Nil leaves the link out.
+	OrderLink func(orderID string) string
 }
 
 // Work writes one receipt. Running it twice writes one message: the dedupe key is the order.
@@ -70,7 +74,7 @@ func (w *ReceiptWorker) Work(ctx context.Context, job *river.Job[ReceiptArgs]) e
 	written, err := w.Effects.DeliverReceipt(ctx, &models.MailboxMessage{
 		TenantID: o.TenantID, OrderID: o.ID, ToAddress: o.Email, DedupeKey: w.Protections.dedupeKey("receipt:" + o.ID),
 		Subject: fmt.Sprintf("Your order %s is paid", o.ID),
-		Body:    receiptBody(o),
+		Body:    receiptBody(o, w.OrderLink),
 	})
 	if err != nil {
 		return err
@@ -90,8 +94,9 @@ func recordDelivery(ctx context.Context, j Journal, o *models.Order, kind string
 }
 
 // receiptBody is the e-mail a customer reads: money and the country written as the shop's
-// pages write them ("$268.00", "United Kingdom"), with the same formatting functions.
-func receiptBody(o *models.Order) string {
+// pages write them ("$268.00", "United Kingdom"), with the same formatting functions, and
+// the link to the order's page when link is set.
+func receiptBody(o *models.Order, link func(orderID string) string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Hello %s,\n\nthank you for your order %s. We received your payment of %s.\n\n",
 		o.ShippingName, o.ID, components.Money(o.Amount, o.Currency))
@@ -99,6 +104,9 @@ func receiptBody(o *models.Order) string {
 		fmt.Fprintf(&b, "  %d × %s\n", l.Quantity, l.Name)
 	}
 	fmt.Fprintf(&b, "\nIt ships (%s) to %s, %s %s, %s.\n", o.ShippingMethod, o.ShippingAddress, o.ShippingPostalCode, o.ShippingCity, components.CountryName(o.ShippingCountry))
+	if link != nil {
+		fmt.Fprintf(&b, "\nYour order: %s\n", link(o.ID))
+	}
 	return b.String()
 }
 

@@ -51,6 +51,7 @@ func mustTriageStack(t *testing.T, db *gorm.DB) *triageStack {
 	st := &triageStack{db: db, srv: mustFakeGateway(t, models.Dialect(db)), keys: models.NewIdempotencyStore(db),
 		journal: models.NewJournalStore(db, nil)}
 	st.gw = payments.NewGatewayClient(st.srv.URL, 5*time.Second)
+	st.gw.ControlToken = testControlToken
 	outbox := &countingOutbox{}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	st.service = &payments.Service{DB: db, Gateway: st.gw, Outbox: outbox, Render: renderOutcome, Journal: st.journal, Logger: quiet}

@@ -159,6 +159,13 @@ func Eval[T any](p *Page, expr string) T {
 
 func (p *Page) url(path string) string { return p.St.Shop + path }
 
+// LoginOperator logs the tab in as an operator, as a person does: it opens the one-click link
+// the shop logs, which lands on the lab.
+func (p *Page) LoginOperator() {
+	p.tb.Helper()
+	p.Do("operator login", 20*time.Second, chromedp.Navigate(p.St.LoginURL), chromedp.WaitVisible(sel("lab-scenario")))
+}
+
 // sel is a data-testid selector.
 func sel(testid string) chromedp.CSS { return chromedp.CSS(`[data-testid="` + testid + `"]`) }
 
@@ -327,10 +334,10 @@ func formPosts(tb testing.TB, shop, status string) int {
 }
 
 // chargesOf counts the order's charges in the gateway ledger by status.
-func chargesOf(tb testing.TB, gateway, orderID string) map[string]int {
+func chargesOf(tb testing.TB, gw testGateway, orderID string) map[string]int {
 	tb.Helper()
 	n := map[string]int{}
-	for _, c := range mustLedger(tb, gateway) {
+	for _, c := range mustLedger(tb, gw) {
 		if c.Metadata["order_id"] == orderID {
 			n[c.Status]++
 		}
@@ -340,9 +347,9 @@ func chargesOf(tb testing.TB, gateway, orderID string) map[string]int {
 
 // mustOneCharge checks that exactly one charge of the order exists in the gateway's ledger,
 // and that it succeeded: the customer paid once.
-func mustOneCharge(tb testing.TB, gateway, orderID string) {
+func mustOneCharge(tb testing.TB, gw testGateway, orderID string) {
 	tb.Helper()
-	if got := chargesOf(tb, gateway, orderID); got["succeeded"] != 1 || len(got) != 1 {
+	if got := chargesOf(tb, gw, orderID); got["succeeded"] != 1 || len(got) != 1 {
 		tb.Errorf("ledger for order %s: got %v, want exactly 1 succeeded charge", orderID, got)
 	}
 }

@@ -94,6 +94,7 @@ func TestBrowserPhone(t *testing.T) {
 
 	// The receipt writes money and the country as the pages do.
 	{
+		p.LoginOperator()
 		var receipt string
 		eventually(t, 15*time.Second, "the receipt in the mailbox", func() bool {
 			p.Do("mailbox", 10*time.Second, chromedp.Navigate(p.url("/mailbox")), chromedp.WaitReady(chromedp.CSS("main")))

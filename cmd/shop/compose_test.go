@@ -50,7 +50,7 @@ func TestComposeFile(t *testing.T) {
 	gw := compose.Services["gateway"]
 
 	// The variables the gateway process reads (cmd/fakegateway).
-	gatewayVars := []string{"GATEWAY_ADDR", "DATABASE_URL", "DATA_DIR", "SHOP_PUBLIC_URL", "WEBHOOK_SECRET"}
+	gatewayVars := []string{"GATEWAY_ADDR", "DATABASE_URL", "DATA_DIR", "SHOP_PUBLIC_URL", "WEBHOOK_SECRET", "GATEWAY_CONTROL_TOKEN"}
 	for k := range gw.Environment {
 		if !slices.Contains(gatewayVars, k) {
 			t.Errorf("gateway sets %s, which is not a gateway variable", k)
@@ -73,6 +73,18 @@ func TestComposeFile(t *testing.T) {
 		}
 		if shop.Environment["WEBHOOK_SECRET"] != gw.Environment["WEBHOOK_SECRET"] || shop.Environment["WEBHOOK_SECRET"] == "" {
 			t.Errorf("%s and gateway must share WEBHOOK_SECRET", name)
+		}
+		// The shop reads the gateway's ledger with the gateway's control token.
+		if shop.Environment["GATEWAY_CONTROL_TOKEN"] != gw.Environment["GATEWAY_CONTROL_TOKEN"] || shop.Environment["GATEWAY_CONTROL_TOKEN"] == "" {
+			t.Errorf("%s and gateway must share GATEWAY_CONTROL_TOKEN", name)
+		}
+		// One operator password and one signing key (kept in /data) for both replicas: an
+		// operator session or an order link made by one must hold on the other.
+		if shop.Environment["OPS_PASSWORD"] == "" {
+			t.Errorf("%s has no OPS_PASSWORD: each replica would make up its own", name)
+		}
+		if !slices.Contains(shop.Volumes, "shopdata:/data") {
+			t.Errorf("%s volumes %v, want the shared shopdata:/data", name, shop.Volumes)
 		}
 		if !strings.HasPrefix(shop.Environment["GATEWAY_URL"], "http://gateway:") {
 			t.Errorf("%s GATEWAY_URL = %q, want the gateway service", name, shop.Environment["GATEWAY_URL"])

@@ -7,10 +7,14 @@ import (
 	"io"
 	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"checkoutlab/cmd/shop/internal/stack"
+	"checkoutlab/fakegateway"
+	"checkoutlab/handlers"
+	"checkoutlab/models"
 	"checkoutlab/payments"
 )
 
@@ -37,11 +41,17 @@ func settings(c *stack.Config) []setting {
 		{"DATABASE_URL", "database-url", "", "postgres://… URL; empty uses embedded SQLite", postgresURL(&c.DatabaseURL)},
 		{"DATA_DIR", "data-dir", "./data", "directory of the embedded database files", text(&c.DataDir)},
 		{"WEBHOOK_SECRET", "webhook-secret", demoWebhookSecret, "Standard Webhooks signing secret", webhookSecret(&c.WebhookSecret)},
+		{"GATEWAY_CONTROL_TOKEN", "gateway-control-token", fakegateway.DemoControlToken, "token of the gateway's control API and page, shared by shop and gateway", controlToken(&c.GatewayControlToken)},
+		{"SHOP_SECRET", "shop-secret", "", "the shop's own secret, which signs sessions, order links and operator logins and keys the card fingerprint (at least 32 characters); empty keeps one in DATA_DIR/shop.secret", shopSecret(&c.ShopSecret)},
+		{"OPS_PASSWORD", "ops-password", "", "operator password of /lab, /mailbox, /reconciliation; empty makes one at each start and logs its login link", text(&c.OpsPassword)},
+		{"SHOP_ENV", "env", "development", "development, or production: refuse to start with the published demo secrets", oneOf(&c.ShopEnv, "development", "production")},
+		{"CHECK_HOSTS", "check-hosts", "false", "answer only requests for the host of SHOP_PUBLIC_URL, SHOP_ADDR or loopback (421 otherwise)", boolean(&c.CheckHosts)},
 		{"IDEMPOTENCY_LEASE", "idempotency-lease", "30s", "how long a silent key owner keeps its key", duration(&c.IdempotencyLease)},
 		{"IDEMPOTENCY_RETENTION", "idempotency-retention", "24h", "how long completed keys are kept", duration(&c.IdempotencyRetention)},
 		{"JOURNAL_RETENTION", "journal-retention", "720h", "how long journal events are kept", duration(&c.JournalRetention)},
 		{"GATEWAY_TIMEOUT", "gateway-timeout", "10s", "client timeout for calls to the gateway", duration(&c.GatewayTimeout)},
 		{"COMPLETER_INTERVAL", "completer-interval", "5s", "how often the completer looks for abandoned operations", duration(&c.CompleterInterval)},
+		{"ORDER_HOLD", "order-hold", "30m", "how long an unpaid order holds its stock after its last attempt before it expires", duration(&c.OrderHold)},
 		{"JOB_RESCUE_AFTER", "job-rescue-after", "1m", "how long a side-effect job taken by a process that died waits before it runs again", duration(&c.JobRescueAfter)},
 		{"SHOP_CRASH_AT", "crash-at", "", "crash point for failure drills", crashPoint(&c.CrashAt)},
 		{"SHOP_API_KEYS", "api-keys", "acme=sk_test_acme,globex=sk_test_globex", "demo API keys as tenant=key,… used when seeding", apiKeys(&c.APIKeys)},
@@ -82,6 +92,8 @@ func loadConfig(args []string, getenv func(string) string, out io.Writer) (stack
 			return cfg, fmt.Errorf("%s: %w", s.env, err)
 		}
 	}
+	cfg.DemoSecrets = handlers.DemoValues{WebhookSecret: demoWebhookSecret, APIKeys: models.DefaultAPIKeys,
+		GatewayControlToken: fakegateway.DemoControlToken}
 	return cfg, nil
 }
 
@@ -145,6 +157,42 @@ func webhookSecret(dst *string) func(string) error {
 			return errors.New("must look like whsec_<base64>") // never echo a secret
 		}
 		*dst = v
+		return nil
+	}
+}
+
+// controlToken accepts what the fake gateway accepts as its control token: at least 16
+// characters, each a letter, a digit or one of - . _ ~ (it travels in a URL and a header).
+func controlToken(dst *string) func(string) error {
+	return func(v string) error {
+		unsafe := func(r rune) bool {
+			return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-._~", r))
+		}
+		if len(v) < 16 || strings.IndexFunc(v, unsafe) >= 0 {
+			return errors.New("want at least 16 characters, each a letter, a digit or one of - . _ ~") // never echo a secret
+		}
+		*dst = v
+		return nil
+	}
+}
+
+// shopSecret accepts "" (the shop keeps a key in DATA_DIR) or a key of at least
+// handlers.MinSecretBytes bytes.
+func shopSecret(dst *string) func(string) error {
+	return func(v string) error {
+		if v != "" && len(v) < handlers.MinSecretBytes {
+			return fmt.Errorf("want at least %d characters, e.g. the output of `openssl rand -base64 32`", handlers.MinSecretBytes)
+		}
+		*dst = v
+		return nil
+	}
+}
+
+func boolean(dst *bool) func(string) error {
+	return func(v string) (err error) {
+		if *dst, err = strconv.ParseBool(v); err != nil {
+			return fmt.Errorf("%q: want true or false", v)
+		}
 		return nil
 	}
 }

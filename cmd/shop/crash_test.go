@@ -31,6 +31,11 @@ func mustCrashStack(tb testing.TB, dialect, crashAt string) *labrun.CrashStack {
 	return st
 }
 
+// crashGateway is a crash stack's gateway, with its control token.
+func crashGateway(st *labrun.CrashStack) testGateway {
+	return testGateway{st.Gateway.URL(), st.ControlToken}
+}
+
 // TestCrashDrills kills the real shop process (SIGKILL, from itself) at each crash point in the
 // middle of a checkout, restarts it on the same database, and checks that the operation reaches
 // exactly one final outcome — once through a client retry with the same key, and once through
@@ -42,7 +47,7 @@ func TestCrashDrills(t *testing.T) {
 				for _, recovery := range []string{"Retry", "CompleterAlone"} {
 					t.Run(point+"/"+recovery, func(t *testing.T) {
 						st := mustCrashStack(t, dialect, point)
-						shop, gateway := st.Shop.URL(), st.Gateway.URL()
+						shop, gateway := st.Shop.URL(), crashGateway(st)
 						a := post(shop, "/api/v1/checkout", "drill", checkoutBody("4242424242424242"))
 						if a.Err == nil {
 							t.Fatalf("got an answer (%d %s) from a shop that should have died at %s", a.Status, a.Raw, point)
@@ -133,7 +138,7 @@ func TestTwoShopProcesses(t *testing.T) {
 	if final.Status != http.StatusCreated {
 		t.Fatalf("got %d %s, want 201 within 40 alternating attempts", final.Status, final.Raw)
 	}
-	if got := succeededCharges(t, st.Gateway.URL(), final.OrderID()); got != 1 {
+	if got := succeededCharges(t, crashGateway(st), final.OrderID()); got != 1 {
 		t.Errorf("succeeded charges: got %d, want 1", got)
 	}
 	for _, shop := range shops {

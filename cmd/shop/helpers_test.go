@@ -6,6 +6,7 @@ import (
 	"io"
 	"maps"
 	"net/http"
+	"net/http/cookiejar"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -39,12 +40,23 @@ func withEnv(base map[string]string, extra map[string]string) map[string]string 
 
 func envOf(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
 
+// testGateway is a fake gateway under test: its base URL and the control token its
+// /_control/* wants (GATEWAY_CONTROL_TOKEN).
+type testGateway struct{ URL, Token string }
+
 // Stack is a running shop and the gateway it talks to.
 type Stack struct {
 	Shop    string // base URL of the shop
-	Gateway string // base URL of the in-process fake gateway
+	Gateway testGateway
 	Env     map[string]string
 	DB      *gorm.DB // the shop's database
+	// LoginURL is the operator's one-click login link: a client that GETs it with a cookie
+	// jar is an operator afterwards (operatorClient, Page.LoginOperator).
+	LoginURL string
+	// OrderLink is the absolute signed link of an order's page, as its receipt carries it.
+	OrderLink func(orderID string) string
+	// Stop stops the stack before the test ends (a restart test); it is stopped then anyway.
+	Stop func() error
 }
 
 // MustStartShop starts the real shop — the configuration and wiring of `serve` — in this
@@ -73,7 +85,25 @@ func MustStartShop(tb testing.TB, dialect string, extra map[string]string) Stack
 			tb.Errorf("close the shop: got %v, want a clean shutdown", err)
 		}
 	})
-	return Stack{Shop: st.URL(), Gateway: st.GatewayURL(), Env: env, DB: st.DB()}
+	return Stack{Shop: st.URL(), Gateway: testGateway{st.GatewayURL(), st.GatewayControlToken()}, Env: env, DB: st.DB(),
+		LoginURL: st.OperatorLoginURL(), OrderLink: st.OrderLink, Stop: st.Close}
+}
+
+// operatorClient is a client logged in as an operator the way a person is: it opens the
+// one-click login link the shop logs, with a cookie jar, and lands on the lab.
+func operatorClient(tb testing.TB, st Stack) *http.Client {
+	tb.Helper()
+	jar, _ := cookiejar.New(nil)
+	client := &http.Client{Jar: jar} // no timeout: a lab run from the catalogue takes a while
+	res, err := client.Get(st.LoginURL)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK || res.Request.URL.Path != "/lab" {
+		tb.Fatalf("operator login: got %d at %s, want 200 at /lab", res.StatusCode, res.Request.URL.Path)
+	}
+	return client
 }
 
 var (
@@ -144,9 +174,9 @@ func retryUntilFinal(tb testing.TB, base, path, key string, body []byte, attempt
 	return a, attempts
 }
 
-func mustLedger(tb testing.TB, gateway string) []labrun.Charge {
+func mustLedger(tb testing.TB, gw testGateway) []labrun.Charge {
 	tb.Helper()
-	charges, err := labrun.Ledger(context.Background(), httpClient, gateway)
+	charges, err := labrun.Ledger(context.Background(), httpClient, gw.URL, gw.Token)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -154,10 +184,10 @@ func mustLedger(tb testing.TB, gateway string) []labrun.Charge {
 }
 
 // succeededCharges counts the order's succeeded charges in the gateway ledger: money that moved.
-func succeededCharges(tb testing.TB, gateway, orderID string) int {
+func succeededCharges(tb testing.TB, gw testGateway, orderID string) int {
 	tb.Helper()
 	n := 0
-	for _, c := range mustLedger(tb, gateway) {
+	for _, c := range mustLedger(tb, gw) {
 		if c.Metadata["order_id"] == orderID && c.Status == "succeeded" {
 			n++
 		}
@@ -166,9 +196,9 @@ func succeededCharges(tb testing.TB, gateway, orderID string) int {
 }
 
 // armFault arms a gateway fault through its control API.
-func armFault(tb testing.TB, gateway string, fault map[string]any) {
+func armFault(tb testing.TB, gw testGateway, fault map[string]any) {
 	tb.Helper()
-	if err := labrun.ArmFault(context.Background(), httpClient, gateway, fault); err != nil {
+	if err := labrun.ArmFault(context.Background(), httpClient, gw.URL, gw.Token, fault); err != nil {
 		tb.Fatal(err)
 	}
 }
@@ -195,10 +225,10 @@ func effectsOf(tb testing.TB, db *gorm.DB, orderID string) (receipts, shipments 
 	return r[orderID], s[orderID]
 }
 
-// mustPage fetches an HTML page that must answer 200.
-func mustPage(tb testing.TB, url string) *goquery.Document {
+// mustPage fetches with client an HTML page that must answer 200.
+func mustPage(tb testing.TB, client *http.Client, url string) *goquery.Document {
 	tb.Helper()
-	res, err := http.Get(url)
+	res, err := client.Get(url)
 	if err != nil {
 		tb.Fatal(err)
 	}

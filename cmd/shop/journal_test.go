@@ -64,7 +64,8 @@ func TestJournal(t *testing.T) {
 					t.Errorf("got %d gateway charges in the journal, want 1: %q", n, lines)
 				}
 				// The ops view: the order page lists the same events (and any that came since).
-				page := mustPage(t, st.Shop+"/orders/"+orderID)
+				// An API order has no browser session: its page opens with the receipt's link.
+				page := mustPage(t, http.DefaultClient, st.OrderLink(orderID))
 				if n := page.Find(`[data-testid="journal"] [data-testid="journal-event"]`).Length(); n < len(lines) {
 					t.Errorf("order page: got %d journal rows, want at least %d", n, len(lines))
 				}

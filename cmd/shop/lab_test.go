@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -34,8 +36,12 @@ func TestLab(t *testing.T) {
 						if !r.OK {
 							t.Errorf("got verdict %q, want ok; invariants %+v", r.Verdict, r.Checks)
 						}
-						if r.Err == "" && s.PaidOrders+len(s.Steps) > 0 && len(r.Timeline) == 0 {
-							t.Errorf("got an empty timeline, want the journal of the run's orders")
+						if r.Err == "" && s.PaidOrders+len(s.Steps) > 0 && (len(r.Timeline) == 0 || len(r.Messages) == 0) {
+							t.Errorf("got %d journal rows and %d messages, want the run's timeline", len(r.Timeline), len(r.Messages))
+						}
+						// What happened to the customer: harm exactly when the run breaks what it is about.
+						if want := mode == lab.Unprotected && s.Breaks != ""; r.Harmful() != want {
+							t.Errorf("got outcome %q (overcharged %d), want harm=%v", r.Outcome, r.Overcharged.Amount, want)
 						}
 					})
 				}
@@ -88,7 +94,7 @@ func TestLabAgainstRunningShop(t *testing.T) {
 		}
 	}()
 	var out bytes.Buffer
-	err := run(context.Background(), []string{"lab", "run", "--json", "--shop", st.Shop, "--gateway", st.Gateway,
+	err := run(context.Background(), []string{"lab", "run", "--json", "--shop", st.Shop, "--gateway", st.Gateway.URL,
 		"lost_response", "webhook_before_response", "crash_before_response", "retry_after_retention"}, envOf(nil), &out)
 	close(stop)
 	if n := <-others; n == 0 {
@@ -113,13 +119,81 @@ func TestLabAgainstRunningShop(t *testing.T) {
 		t.Errorf("ran %s, want %s (a crash point and an early reaper need a lab stack)", got, want)
 	}
 	var armed struct{ Faults []any }
-	res, err := http.Get(st.Gateway + "/_control/faults")
+	req, _ := http.NewRequest(http.MethodGet, st.Gateway.URL+"/_control/faults", nil)
+	req.Header.Set("Authorization", "Bearer "+st.Gateway.Token)
+	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer res.Body.Close()
 	if err := json.NewDecoder(res.Body).Decode(&armed); err != nil || len(armed.Faults) > 0 {
 		t.Errorf("got armed faults %v (%v) after the runs, want none left for the shop's real traffic", armed.Faults, err)
+	}
+}
+
+// TestLabCLI: `lab run --json` prints one JSON array of runs in the run schema; the default
+// table and --timeline fit 100 columns, with the stacks' logs kept off stdout; -h of the
+// program and of every lab command exits 0 (flag.ErrHelp) and lists what exists.
+func TestLabCLI(t *testing.T) {
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"lab", "run", "--json", "lost_response"}, envOf(nil), &out); err != nil {
+		t.Fatalf("lab run --json: %v\n%s", err, out.String())
+	}
+	var runs []map[string]any
+	if err := json.Unmarshal(out.Bytes(), &runs); err != nil || len(runs) != 2 {
+		t.Fatalf("got %d runs (%v) from %q, want one JSON array of 2", len(runs), err, out.String())
+	}
+	for _, r := range runs {
+		for _, k := range []string{"id", "scenario", "mode", "off", "database", "seed", "outcome", "overcharged", "invariants", "events", "messages", "ledger", "reconciliation"} {
+			if _, ok := r[k]; !ok {
+				t.Errorf("%v %v: the run has no %q", r["scenario"], r["mode"], k)
+			}
+		}
+		inv, _ := r["invariants"].([]any)
+		if first, _ := inv[0].(map[string]any); first["name"] == nil || first["holds"] == nil || first["detail"] == nil {
+			t.Errorf("got invariant %v, want name, holds and detail", inv[0])
+		}
+		msg, _ := r["messages"].([]any)
+		if first, _ := msg[0].(map[string]any); first["from"] != "client" || first["to"] != "shop" || first["kind"] != "request" || first["at_ms"] == nil || first["label"] == nil {
+			t.Errorf("got first message %v, want the client's request to the shop with its label and time", msg[0])
+		}
+	}
+	if runs[1]["outcome"] != "double_charge" || runs[0]["outcome"] != "clean" {
+		t.Errorf("got outcomes %v, %v, want clean then double_charge", runs[0]["outcome"], runs[1]["outcome"])
+	}
+
+	out.Reset()
+	if err := run(context.Background(), []string{"lab", "run", "--timeline", "--verbose", "lost_response"}, envOf(nil), &out); err != nil {
+		t.Fatalf("lab run --timeline: %v\n%s", err, out.String())
+	}
+	text := out.String()
+	for _, want := range []string{"✓", "Charged twice: 2 × ", "Charged once: ", "POST checkout · attempt 1", "◀╌", "⚑ second charge!", "charges_per_order"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the table and timeline lack %q:\n%s", want, text)
+		}
+	}
+	for _, line := range strings.Split(text, "\n") {
+		if n := len([]rune(line)); n > 100 {
+			t.Errorf("a line of %d columns, want at most 100: %q", n, line)
+		}
+		if strings.Contains(line, "level=") {
+			t.Errorf("a log line on stdout, want logs on stderr only: %q", line)
+		}
+	}
+
+	for _, args := range [][]string{{"-h"}, {"lab", "-h"}, {"lab", "run", "-h"}, {"lab", "list", "-h"}, {"lab", "shop", "-h"}, {"migrate", "-h"}} {
+		out.Reset()
+		err := run(context.Background(), args, envOf(nil), &out)
+		if !errors.Is(err, flag.ErrHelp) || out.Len() == 0 {
+			t.Errorf("%v: got %v and %d bytes of usage, want flag.ErrHelp (exit 0) with the usage", args, err, out.Len())
+		}
+	}
+	out.Reset()
+	_ = run(context.Background(), []string{"lab", "-h"}, envOf(nil), &out)
+	for _, sub := range []string{"list", "run", "shop"} {
+		if !strings.Contains(out.String(), sub) {
+			t.Errorf("shop lab -h does not list %q: %s", sub, out.String())
+		}
 	}
 }
 

@@ -3,6 +3,7 @@
 //
 //	go run ./cmd/shop            serve (migrates and seeds demo data first)
 //	go run ./cmd/shop migrate    apply database migrations and exit
+//	go run ./cmd/shop reset      put the demo catalogue and stock back and exit
 //	go run ./cmd/shop lab …      the failure lab: list, run (cmd/shop/internal/labrun), chaos (internal/chaos)
 //
 // This package is the program's dispatch (main.go), its configuration (config.go) and what
@@ -24,18 +25,21 @@ import (
 	"checkoutlab/cmd/shop/internal/chaos"
 	"checkoutlab/cmd/shop/internal/labrun"
 	"checkoutlab/cmd/shop/internal/stack"
+	"checkoutlab/fakegateway"
 	"checkoutlab/models"
 )
 
-const usage = `usage: shop [serve | migrate] [flags]
+const usage = `usage: shop [serve | migrate | reset] [flags]
        shop lab list | run | chaos | shop …
 
 commands:
   serve     the shop, and the fake gateway unless GATEWAY_URL is set (the default command)
   migrate   apply the database migrations and exit
+  reset     put every demo store's catalogue, prices and stock back as seeded, and exit;
+            orders, receipts and journals are kept (the shop may keep running)
   lab       the failure lab: its scenarios, run with a protection on and off (shop lab -h)
 
-flags of serve and migrate; each mirrors the environment variable in brackets, and wins over it:`
+flags of serve, migrate and reset; each mirrors the environment variable in brackets, and wins over it:`
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -57,7 +61,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		command, args = args[0], args[1:]
 	}
 	switch command {
-	case "serve", "migrate":
+	case "serve", "migrate", "reset":
 	case "lab":
 		lab := labRunner("")
 		lab.Getenv = getenv
@@ -69,7 +73,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
-	if command == "migrate" {
+	switch command {
+	case "migrate":
 		db, err := stack.Migrate(ctx, cfg)
 		if err != nil {
 			return err
@@ -77,8 +82,32 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		defer models.Close(db)
 		fmt.Fprintf(stdout, "migrations applied (%s)\n", models.Dialect(db))
 		return nil
+	case "reset":
+		return reset(ctx, cfg, stdout)
 	}
 	return serve(ctx, cfg, stdout)
+}
+
+// reset puts the demo catalogue back on cfg's database (migrated first), as the operator
+// bar's Reset demo does: the same models.ResetDemo, with the shop running or not.
+func reset(ctx context.Context, cfg stack.Config, stdout io.Writer) error {
+	db, err := stack.Migrate(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer models.Close(db)
+	tenants := models.DemoTenants(cfg.APIKeys)
+	restored, err := models.ResetDemo(ctx, db, tenants)
+	if err != nil {
+		return err
+	}
+	ids := make([]string, len(tenants))
+	for i, t := range tenants {
+		ids[i] = t.ID
+	}
+	fmt.Fprintf(stdout, "demo reset (%s): %d products of %s restored with their prices and stock; orders, receipts and journals kept\n",
+		models.Dialect(db), restored, strings.Join(ids, " and "))
+	return nil
 }
 
 // serve runs the stack cfg describes, logging to stdout, until ctx ends; then it shuts the
@@ -91,7 +120,13 @@ func serve(ctx context.Context, cfg stack.Config, stdout io.Writer) error {
 		return err
 	}
 	if cfg.GatewayURL == "" {
-		fmt.Fprintf(stdout, "checkoutlab: fake gateway listening on %s\n", st.GatewayURL())
+		// The page's login link carries the token only while it is the published demo value:
+		// a token of the operator's own never reaches the log.
+		page := st.GatewayURL() + "/?token=<GATEWAY_CONTROL_TOKEN>, or Payment gateway in the operator bar"
+		if cfg.GatewayControlToken == fakegateway.DemoControlToken {
+			page = st.GatewayURL() + "/?token=" + cfg.GatewayControlToken
+		}
+		fmt.Fprintf(stdout, "checkoutlab: fake gateway listening on %s (its page: %s)\n", st.GatewayURL(), page)
 	}
 	fmt.Fprintf(stdout, "checkoutlab: shop listening on %s (database: %s)\n", st.URL(), st.Dialect())
 	return errors.Join(st.Wait(ctx), st.Close())

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -102,13 +103,34 @@ func TestCheckoutSurvivesEveryFault(t *testing.T) {
 					t.Errorf("reconciliation %s: got %v, want empty", list, l)
 				}
 			}
-			// The pages a trainer shows: one receipt per paid order in the mailbox, and every
-			// invariant OK in the reconciliation view.
-			mailbox := mustPage(t, st.Shop+"/mailbox?tenant=acme")
-			if got := mailbox.Find(`[data-testid="mail-message"]`).Length(); float64(got) != rep["paid_orders"] {
+			// The pages a trainer shows, as an operator: one receipt per paid order in the
+			// mailbox, and every invariant OK in the reconciliation view.
+			operator := operatorClient(t, st)
+			mailbox := mustPage(t, operator, st.Shop+"/mailbox?tenant=acme")
+			receipts := mailbox.Find(`[data-testid="mail-message"]`)
+			if got := receipts.Length(); float64(got) != rep["paid_orders"] {
 				t.Errorf("mailbox: got %d receipts, want one per paid order (%v)", got, rep["paid_orders"])
 			}
-			checks := mustPage(t, st.Shop+"/reconciliation?tenant=acme").Find(`[data-testid="reconciliation-check"] .status`)
+			// A receipt's link opens its order's page for anyone, here a client with no session;
+			// the bare order URL opens for nobody but the session that placed the order.
+			receipt := receipts.First()
+			link := receipt.Find(`a[href*="/orders/"]`).AttrOr("href", "")
+			orderID, _, _ := strings.Cut(strings.TrimPrefix(link, "/orders/"), "?")
+			if !strings.Contains(receipt.Find("pre").Text(), "Your order: "+st.Shop+link) {
+				t.Errorf("receipt: got %q, want it to carry its order's link %s", receipt.Find("pre").Text(), st.Shop+link)
+			}
+			if page := mustPage(t, http.DefaultClient, st.Shop+link); page.Find(`[data-testid="order-id"]`).Text() != orderID {
+				t.Errorf("the receipt's link %s: got order %q, want %s", link, page.Find(`[data-testid="order-id"]`).Text(), orderID)
+			}
+			res, err := http.Get(st.Shop + "/orders/" + orderID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Body.Close()
+			if res.StatusCode != http.StatusNotFound {
+				t.Errorf("/orders/%s without its link or session: got %d, want 404", orderID, res.StatusCode)
+			}
+			checks := mustPage(t, operator, st.Shop+"/reconciliation?tenant=acme").Find(`[data-testid="reconciliation-check"] .status`)
 			if checks.Length() != 9 || checks.Text() != "OKOKOKOKOKOKOKOKOK" {
 				t.Errorf("reconciliation page: got %d checks reading %q, want 9 OK", checks.Length(), checks.Text())
 			}

@@ -7,10 +7,12 @@ import (
 	"io"
 	"net/http"
 	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"checkoutlab/models"
 	"checkoutlab/models/modelstest"
 )
 
@@ -20,16 +22,24 @@ func TestRun(t *testing.T) {
 			st := MustStartShop(t, dialect, nil)
 			base := st.Shop
 
-			res, err := http.Get(st.Gateway + "/_control/ledger")
-			if err != nil {
-				t.Fatal(err)
-			}
-			res.Body.Close()
-			if res.StatusCode != http.StatusOK {
-				t.Errorf("in-process gateway ledger: got %d, want 200", res.StatusCode)
+			// The in-process gateway's control API wants the shop's GATEWAY_CONTROL_TOKEN.
+			for token, want := range map[string]int{"": http.StatusUnauthorized, "not-the-token-at-all": http.StatusUnauthorized,
+				st.Gateway.Token: http.StatusOK} {
+				req, _ := http.NewRequest(http.MethodGet, st.Gateway.URL+"/_control/ledger", nil)
+				if token != "" {
+					req.Header.Set("Authorization", "Bearer "+token)
+				}
+				res, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				res.Body.Close()
+				if res.StatusCode != want {
+					t.Errorf("in-process gateway ledger with token %q: got %d, want %d", token, res.StatusCode, want)
+				}
 			}
 
-			res, err = http.Get(base + "/healthz")
+			res, err := http.Get(base + "/healthz")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -74,8 +84,45 @@ func TestRunMigrate(t *testing.T) {
 	}
 }
 
+// TestRunReset: `shop reset` puts the demo stock back on the configured database, says what
+// it restored, and keeps the orders. On both databases.
+func TestRunReset(t *testing.T) {
+	for _, dialect := range modelstest.Dialects {
+		t.Run(dialect, func(t *testing.T) {
+			st := MustStartShop(t, dialect, fastEnv)
+			if a := post(st.Shop, "/api/v1/checkout", "before-reset", checkoutBody("4242424242424242")); a.Status != http.StatusCreated {
+				t.Fatalf("checkout: got %d %s, want 201", a.Status, a.Raw)
+			}
+			if err := st.DB.Exec("UPDATE products SET stock = 0, amount = 1 WHERE sku = 'brass-compass'").Error; err != nil {
+				t.Fatal(err)
+			}
+			var out strings.Builder
+			if err := run(context.Background(), []string{"reset"}, envOf(st.Env), &out); err != nil {
+				t.Fatalf("reset: %v\n%s", err, out.String())
+			}
+			if got := out.String(); !strings.Contains(got, "demo reset ("+dialect+")") || !strings.Contains(got, "products of acme and globex restored") {
+				t.Errorf("reset said %q, want what it restored", got)
+			}
+			var p models.Product
+			if err := st.DB.Where("tenant_id = ? AND sku = ?", "acme", "brass-compass").First(&p).Error; err != nil {
+				t.Fatal(err)
+			}
+			if p.Stock != 5 || p.Amount == 1 {
+				t.Errorf("brass-compass after reset: stock %d, amount %d; want the seeded stock 5 and price", p.Stock, p.Amount)
+			}
+			var orders int64
+			st.DB.Model(&models.Order{}).Count(&orders)
+			if orders != 1 {
+				t.Errorf("orders after reset: got %d, want the 1 placed before (kept)", orders)
+			}
+		})
+	}
+}
+
 // TestServe runs the program as `go run ./cmd/shop` does, on free ports: it says where the
-// shop and the gateway really listen, and returns nil once its context is cancelled.
+// shop and the gateway really listen, warns that it runs with the demo secrets, logs the
+// operator's one-click login link (which logs a browser in), and returns nil once its context
+// is cancelled.
 func TestServe(t *testing.T) {
 	env := map[string]string{"SHOP_ADDR": "127.0.0.1:0", "GATEWAY_ADDR": "127.0.0.1:0", "DATA_DIR": t.TempDir(), "LOG_LEVEL": "warn"}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -89,14 +136,32 @@ func TestServe(t *testing.T) {
 	}()
 	sc := bufio.NewScanner(pr)
 	var said []string
+	var warned, login string
 	for len(said) < 2 && sc.Scan() {
-		if strings.Contains(sc.Text(), "listening on http://127.0.0.1:") {
-			said = append(said, sc.Text())
+		switch line := sc.Text(); {
+		case strings.Contains(line, "listening on http://127.0.0.1:"):
+			said = append(said, line)
+		case strings.Contains(line, "DEMO SECRETS IN USE"):
+			warned = line
+		case strings.Contains(line, "operator login"):
+			if m := regexp.MustCompile(`url="?([^"\s]+)`).FindStringSubmatch(line); m != nil {
+				login = m[1]
+			}
 		}
 	}
 	go io.Copy(io.Discard, pr)
 	if len(said) != 2 || strings.Contains(strings.Join(said, ""), ":0 ") {
 		t.Errorf("got %q, want the gateway's and the shop's real addresses", said)
+	}
+	for _, name := range []string{"WEBHOOK_SECRET", "SHOP_API_KEYS (acme, globex)", "GATEWAY_CONTROL_TOKEN"} {
+		if !strings.Contains(warned, name) || !strings.Contains(warned, "level=WARN") {
+			t.Errorf("got the warning %q, want a warning naming %s", warned, name)
+		}
+	}
+	if !strings.Contains(login, "/ops/login?token=") || strings.Contains(login, ":0/") {
+		t.Errorf("got the login link %q, want /ops/login?token=… on the shop's real address", login)
+	} else if len(said) == 2 {
+		operatorClient(t, Stack{LoginURL: login})
 	}
 	cancel()
 	select {
@@ -117,7 +182,9 @@ func TestHelp(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{[]string{"-h"}, []string{"serve", "migrate", "lab", "-addr", "SHOP_ADDR", "-journal-retention"}},
+		{[]string{"-h"}, []string{"serve", "migrate", "reset", "lab", "-addr", "SHOP_ADDR", "-journal-retention",
+			"GATEWAY_CONTROL_TOKEN", "OPS_PASSWORD", "SHOP_SECRET", "SHOP_ENV", "ORDER_HOLD", "CHECK_HOSTS"}},
+		{[]string{"reset", "-h"}, []string{"-database-url", "DATABASE_URL"}},
 		{[]string{"serve", "-h"}, []string{"-addr", "SHOP_ADDR"}},
 		{[]string{"migrate", "-h"}, []string{"-database-url", "DATABASE_URL"}},
 		{[]string{"lab", "-h"}, []string{"list", "run", "shop"}},

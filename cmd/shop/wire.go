@@ -3,13 +3,9 @@ package main
 import (
 	"context"
 	"log/slog"
-	"path/filepath"
 	"time"
 
-	"github.com/labstack/echo/v4"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
-	"gorm.io/gorm"
 
 	"checkoutlab/cmd/shop/internal/chaos"
 	"checkoutlab/cmd/shop/internal/labrun"
@@ -24,14 +20,16 @@ import (
 // mountRoutes wires the shop — stores, the payment operations, the job queue — and mounts its
 // whole URL space, in one place, explicitly. It returns the background work for the stack to
 // start (stack.Wire): `serve`, the failure lab and the end-to-end tests all start this shop.
-func mountRoutes(e *echo.Echo, cfg stack.Config, db *gorm.DB, registry *prometheus.Registry, logger *slog.Logger) (*stack.Background, error) {
+func mountRoutes(p stack.Parts) (*stack.Background, error) {
+	e, cfg, db, registry, logger := p.Echo, p.Config, p.DB, p.Registry, p.Logger
 	tenants := models.NewTenantStore(db)
 	products := models.NewProductStore(db)
 	orders := models.NewOrderStore(db)
 	keys := models.NewIdempotencyStore(db)
 	effects := models.NewSideEffectStore(db)
 	journal := models.NewJournalStore(db, logger)
-	protect := cfg.Protections // all on, except in a failure-lab stack
+	journal.WriteThrough = cfg.CrashAt != "" // a drill's shop dies at its crash point
+	protect := cfg.Protections               // all on, except in a failure-lab stack
 	if protect.Off != "" {
 		logger.Warn("FAILURE LAB STACK: a protection is OFF; this shop double-charges on purpose. Never run it for real customers.",
 			"protection_off", string(protect.Off))
@@ -39,11 +37,8 @@ func mountRoutes(e *echo.Echo, cfg stack.Config, db *gorm.DB, registry *promethe
 	idem := &idempotency.Middleware{Store: protect.Reserver(keys), Lease: cfg.IdempotencyLease, Scope: handlers.KeyScope,
 		RenderError: handlers.ErrorResponse, Metrics: idempotency.NewMetrics(registry), Journal: journal}
 	gateway := payments.NewGatewayClient(cfg.GatewayURL, cfg.GatewayTimeout)
-	secret, err := handlers.LoadOrCreateSecret(filepath.Join(cfg.DataDir, "shop.secret"))
-	if err != nil {
-		return nil, err
-	}
-	cards := handlers.NewCardFingerprint(secret)
+	gateway.ControlToken = cfg.GatewayControlToken // reconciliation reads the gateway's ledger
+	cards := handlers.NewCardFingerprint(p.Secret)
 
 	service := &payments.Service{
 		DB: db, Gateway: gateway, Render: handlers.RenderOperation,
@@ -55,13 +50,19 @@ func mountRoutes(e *echo.Echo, cfg stack.Config, db *gorm.DB, registry *promethe
 		Journal: journal, JournalRetention: cfg.JournalRetention, Logger: logger}
 
 	workers := river.NewWorkers()
-	river.AddWorker(workers, &payments.ReceiptWorker{Orders: orders, Effects: effects, Journal: journal, Protections: protect})
+	river.AddWorker(workers, &payments.ReceiptWorker{Orders: orders, Effects: effects, Journal: journal, Protections: protect,
+		// The receipt's link opens the order's page in any browser: the customer's mail client
+		// is not the session that placed the order.
+		OrderLink: func(id string) string { return cfg.ShopPublicURL + p.Signer.OrderLink(id) }})
 	river.AddWorker(workers, &payments.ShipmentWorker{Orders: orders, Effects: effects, Journal: journal, Protections: protect})
 	river.AddWorker(workers, &payments.ReaperWorker{Reaper: reaper})
+	river.AddWorker(workers, &payments.ExpiryWorker{Expiry: &payments.Expiry{Orders: orders, Hold: cfg.OrderHold,
+		Journal: journal, Logger: logger}})
 	periodic := []*river.PeriodicJob{
 		river.NewPeriodicJob(river.PeriodicInterval(reapInterval(min(cfg.IdempotencyRetention, cfg.JournalRetention))),
 			func() (river.JobArgs, *river.InsertOpts) { return payments.ReapArgs{}, nil },
 			&river.PeriodicJobOpts{RunOnStart: true}),
+		payments.ExpiryPeriodicJob(cfg.OrderHold), // unpaid orders give their stock back
 	}
 	jobs, err := payments.NewJobs(payments.JobsConfig{DB: db, Workers: workers, Periodic: periodic,
 		RescueAfter: cfg.JobRescueAfter,
@@ -76,6 +77,11 @@ func mountRoutes(e *echo.Echo, cfg stack.Config, db *gorm.DB, registry *promethe
 		return nil, err
 	}
 
+	// The operator tools show every tenant's customers, start whole shops or hand out the
+	// gateway's token: they need an operator session. e.Use runs the guard after routing on
+	// every request, so it matches the route that runs, whichever handler group mounted it.
+	e.Use(p.Operators.Guard(handlers.OperatorRoutes...))
+	p.Operators.Routes(e)
 	e.StaticFS("/static", static.FS)
 	(&handlers.Ops{Ping: func(ctx context.Context) error { return models.Ping(ctx, db) }, Registry: registry}).Routes(e)
 	processor := &payments.WebhookProcessor{DB: db, Outbox: jobs, Journal: journal, Logger: logger, Protections: protect}
@@ -96,12 +102,13 @@ func mountRoutes(e *echo.Echo, cfg stack.Config, db *gorm.DB, registry *promethe
 		Endpoints: handlers.PaymentEndpoints, Keys: keys, Lease: cfg.IdempotencyLease, Journal: journal, Logger: logger}
 	(&handlers.ReconciliationAPI{Reconciler: reconciler, Desk: desk, Idempotency: idem}).Routes(api)
 	(&handlers.OpsPages{Mailbox: effects, Reconciler: reconciler, Tenants: tenants,
-		Desk: desk, Decisions: decisions, Idempotency: idem}).Routes(e)
-	(&handlers.LabPages{Runner: cfg.Lab, GatewayURL: cfg.GatewayURL}).Routes(e)
+		Desk: desk, Decisions: decisions, Idempotency: idem, OrderLink: p.Signer.OrderLink}).Routes(e)
+	// The lab links to the gateway's page through /gateway, which logs the browser in there.
+	(&handlers.LabPages{Runner: cfg.Lab, Runs: models.NewLabRunStore(db), GatewayURL: "/gateway", Logger: logger}).Routes(e)
 	if lr, ok := cfg.Lab.(*labrun.Runner); ok { // the lab's chaos mode runs the lab's stacks
 		(&handlers.ChaosPages{Runner: &chaos.Runner{Lab: lr}, Store: models.NewChaosRunStore(db)}).Routes(e)
 	}
-	(&handlers.DemoTools{GatewayURL: cfg.GatewayURL, Reset: func(ctx context.Context) error {
+	(&handlers.DemoTools{GatewayURL: cfg.GatewayURL, GatewayToken: cfg.GatewayControlToken, Reset: func(ctx context.Context) error {
 		_, err := models.ResetDemo(ctx, db, models.DemoTenants(cfg.APIKeys))
 		return err
 	}}).Routes(e)

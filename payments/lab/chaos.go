@@ -97,12 +97,6 @@ type ChaosPoint struct {
 	Outcome string `json:"outcome"`
 }
 
-// Money is an amount in minor units of a currency.
-type Money struct {
-	Amount   int64  `json:"amount"`
-	Currency string `json:"currency"`
-}
-
 // ChaosWorst is one of the purchases that went worst, with its order for its timeline.
 type ChaosWorst struct {
 	Purchase int    `json:"purchase"`

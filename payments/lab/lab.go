@@ -56,6 +56,7 @@ const (
 type Scenario struct {
 	Name      string // the CLI's name for it
 	Title     string
+	Family    string // FamilyClient … FamilyBoundaries: where the catalogue groups it
 	RealLife  string // what happens in real life
 	Mechanism string // what stops it
 	// Switch is the protection the unprotected run turns off.
@@ -146,27 +147,47 @@ func fault(name string, params ...any) Step {
 
 func checkout(c Checkout) Step { return Step{Checkout: &c} }
 
+// Families group the catalogue by where a failure comes from.
+const (
+	FamilyClient      = "client"      // what a client sends and what it never hears back
+	FamilyConcurrency = "concurrency" // several requests on one key at once
+	FamilyCrash       = "crash"       // the shop process dies mid-operation
+	FamilyWebhooks    = "webhooks"    // the gateway's deliveries: repeated, reordered, early
+	FamilyBoundaries  = "boundaries"  // what a protection must not stop, and where it ends
+)
+
+// Families lists them in the catalogue's order, each with its heading.
+var Families = []struct{ Name, Title string }{
+	{FamilyClient, "The client: lost answers and retries"},
+	{FamilyConcurrency, "Concurrency: many requests, one key"},
+	{FamilyCrash, "Crashes: the process dies mid-operation"},
+	{FamilyWebhooks, "Webhooks: at least once, in any order"},
+	{FamilyBoundaries, "Boundaries: what must still go through"},
+}
+
 // Scenarios is the catalogue, in teaching order.
 // The replica scenarios (replicas.go) come last.
 var Scenarios = append([]Scenario{
 	{
-		Name: "double_click", Title: "Double click on Pay",
+		Name: "double_click", Title: "Double click on Pay", Family: FamilyConcurrency,
 		RealLife:  "The customer clicks Pay twice; the browser sends two identical requests with the same key, a few milliseconds apart.",
 		Mechanism: "Server-side idempotency: the second request finds the key (in progress: 409, retry; completed: the stored answer replayed) and never runs the operation.",
 		Switch:    payments.SwitchServerIdempotency, Breaks: OrdersPerKey, PaidOrders: 1,
 		Links: []string{"handlers/idempotency/middleware.go", "models/idempotency.go", "docs/idempotency.md"},
-		Steps: []Step{checkout(Checkout{Key: "double-click", Copies: 2, Retry: true})},
+		// The copies leave together (the client's start barrier); a slow gateway keeps the
+		// first one's operation open until the second has arrived, on any machine.
+		Steps: []Step{fault("latency", "delay_ms", 500), checkout(Checkout{Key: "double-click", Copies: 2, Retry: true})},
 	},
 	{
-		Name: "twenty_concurrent", Title: "Twenty concurrent requests on one key",
+		Name: "twenty_concurrent", Title: "Twenty concurrent requests on one key", Family: FamilyConcurrency,
 		RealLife:  "A retrying client, a proxy and an impatient customer send the same checkout twenty times at once.",
 		Mechanism: "An atomic reservation: one INSERT … ON CONFLICT DO NOTHING with an in-progress state; exactly one request owns the key, the others get 409 and later the stored answer.",
 		Switch:    payments.SwitchAtomicReservation, Breaks: PaidOrders, PaidOrders: 1,
 		Links: []string{"models/idempotency.go", "docs/idempotency.md"},
-		Steps: []Step{checkout(Checkout{Key: "twenty", Copies: 20, Retry: true})},
+		Steps: []Step{fault("latency", "delay_ms", 500), checkout(Checkout{Key: "twenty", Copies: 20, Retry: true})},
 	},
 	{
-		Name: "lost_response", Title: "Lost response after the charge",
+		Name: "lost_response", Title: "Lost response after the charge", Family: FamilyClient,
 		RealLife:  "The gateway charges the card, then the connection drops before its answer reaches the shop. The shop cannot tell a charge from no charge; the client retries.",
 		Mechanism: "The gateway key is derived from the payment (<payment id>:charge) and recorded before the call; a resumed attempt asks the gateway what happened under it and charges only if nothing is there.",
 		Switch:    payments.SwitchDerivedGatewayKey, Breaks: ChargesPerOrder, PaidOrders: 1,
@@ -177,7 +198,7 @@ var Scenarios = append([]Scenario{
 		},
 	},
 	{
-		Name: "timeout_after_charge", Title: "Timeout after the charge",
+		Name: "timeout_after_charge", Title: "Timeout after the charge", Family: FamilyClient,
 		RealLife:  "The gateway commits the charge but answers after the shop's timeout. The shop gives up waiting, the client retries.",
 		Mechanism: "The same derived gateway key: the retry's lookup finds the charge and records it; the gateway would also replay it under that key.",
 		Switch:    payments.SwitchDerivedGatewayKey, Breaks: ChargesPerOrder, PaidOrders: 1,
@@ -189,7 +210,7 @@ var Scenarios = append([]Scenario{
 		},
 	},
 	{
-		Name: "same_key_different_cart", Title: "Same key, different cart",
+		Name: "same_key_different_cart", Title: "Same key, different cart", Family: FamilyClient,
 		RealLife:  "A buggy client reuses its idempotency key for a new, different cart.",
 		Mechanism: "The key's fingerprint: a request whose significant parameters differ is refused with 422 idempotency_key_reuse and runs nothing.",
 		Switch:    payments.SwitchServerIdempotency, Breaks: OrdersPerKey, PaidOrders: 1,
@@ -200,7 +221,7 @@ var Scenarios = append([]Scenario{
 		},
 	},
 	{
-		Name: "crash_after_key_reserved", Title: "Process crash after the key is reserved",
+		Name: "crash_after_key_reserved", Title: "Process crash after the key is reserved", Family: FamilyCrash,
 		RealLife:  "The shop process dies (an OOM kill, a deploy, a lost machine) just after it reserved the key, before it wrote anything else. The client's connection drops; it retries.",
 		Mechanism: "The key's lease: the dead owner stops renewing it, and after one lease the key is free again. The completer drops the unstarted operation (or the retry takes the key over), and the retry runs it from the beginning: nothing else was written. Without server idempotency the retry also just runs as new: harmless here, because nothing had happened yet. That is the boundary.",
 		Switch:    payments.SwitchServerIdempotency, Breaks: "", PaidOrders: 1,
@@ -209,7 +230,7 @@ var Scenarios = append([]Scenario{
 		Steps:   crashSteps("crash-reserved"),
 	},
 	{
-		Name: "crash_after_order_created", Title: "Process crash after the order is created",
+		Name: "crash_after_order_created", Title: "Process crash after the order is created", Family: FamilyCrash,
 		RealLife:  "The shop dies after it committed the order and its pending payment, before it called the gateway. The client retries.",
 		Mechanism: "The recovery point: the order, the pending payment and payment_created commit together, linked to the key. Once the dead owner's lease has run out, the completer (or the retry, whichever comes first) resumes there: it asks the gateway and charges once; the retry gets that order. Without server idempotency the retry places a second order and pays it, and the first order is charged too when its abandoned operation is resumed.",
 		Switch:    payments.SwitchServerIdempotency, Breaks: PaidOrders, PaidOrders: 1,
@@ -218,7 +239,7 @@ var Scenarios = append([]Scenario{
 		Steps:   crashSteps("crash-order"),
 	},
 	{
-		Name: "crash_after_gateway_charge", Title: "Process crash after the gateway charged",
+		Name: "crash_after_gateway_charge", Title: "Process crash after the gateway charged", Family: FamilyCrash,
 		RealLife:  "The gateway charged the card and answered, and the shop died before it wrote the answer down. Only the gateway knows the money moved.",
 		Mechanism: "The derived gateway key, recorded before the call: the operation, resumed after the lease by the completer or the retry, asks the gateway under <payment id>:charge, finds the charge and records it. With a fresh key per attempt, the lookup finds nothing and the card is charged again.",
 		Switch:    payments.SwitchDerivedGatewayKey, Breaks: ChargesPerOrder, PaidOrders: 1,
@@ -229,7 +250,7 @@ var Scenarios = append([]Scenario{
 		Steps: append([]Step{fault("webhook_delay", "delay_ms", 5000)}, crashSteps("crash-charged")...),
 	},
 	{
-		Name: "crash_before_response", Title: "Process crash before the response",
+		Name: "crash_before_response", Title: "Process crash before the response", Family: FamilyCrash,
 		RealLife:  "Everything is committed — the payment, the stored answer — and the shop dies before it writes the response. The client saw nothing and retries.",
 		Mechanism: "The stored response: the retry finds the key completed and gets the answer replayed, byte for byte; nothing runs again. Without server idempotency the retry is a new checkout and the customer pays twice.",
 		Switch:    payments.SwitchServerIdempotency, Breaks: PaidOrders, PaidOrders: 1,
@@ -238,7 +259,7 @@ var Scenarios = append([]Scenario{
 		Steps:   crashSteps("crash-answered"),
 	},
 	{
-		Name: "duplicate_webhook", Title: "Duplicate webhook",
+		Name: "duplicate_webhook", Title: "Duplicate webhook", Family: FamilyWebhooks,
 		RealLife:  "The gateway delivers charge.succeeded three times (at-least-once delivery).",
 		Mechanism: "Webhook dedupe: the event id is recorded in the transaction that applies it; side effects are enqueued only by the writer that moved the payment, and the mailbox dedupes by order.",
 		Switch:    payments.SwitchWebhookDedupe, Breaks: ReceiptsPerPaidOrder, PaidOrders: 1,
@@ -246,7 +267,7 @@ var Scenarios = append([]Scenario{
 		Steps: []Step{checkout(Checkout{Key: "dup-webhook", Card: cardDuplicateHook, Retry: true})},
 	},
 	{
-		Name: "out_of_order_webhooks", Title: "Out-of-order webhooks",
+		Name: "out_of_order_webhooks", Title: "Out-of-order webhooks", Family: FamilyWebhooks,
 		RealLife:  "charge.succeeded arrives before charge.pending, which comes late.",
 		Mechanism: "Monotonic status: every settle is a conditional UPDATE from allowed predecessors only, so a late event cannot move a paid order back.",
 		Switch:    payments.SwitchMonotonicStatus, Breaks: StatusMatchesGateway, PaidOrders: 1,
@@ -257,7 +278,7 @@ var Scenarios = append([]Scenario{
 		},
 	},
 	{
-		Name: "webhook_before_response", Title: "Webhook before the response",
+		Name: "webhook_before_response", Title: "Webhook before the response", Family: FamilyWebhooks,
 		RealLife:  "The gateway commits the charge and sends its webhook at once, but its HTTP answer to the shop is slow: the webhook marks the order paid while the checkout request is still waiting for the gateway.",
 		Mechanism: "Two writers, one payment: the webhook and the response both settle it with the same conditional UPDATE, and only the writer that moved the payment enqueues the receipt. The response path finds it already paid and only stores the answer. Without that rule (and the dedupe behind it) both enqueue, and the customer gets two receipts and two parcels.",
 		Switch:    payments.SwitchWebhookDedupe, Breaks: ReceiptsPerPaidOrder, PaidOrders: 1,
@@ -268,7 +289,7 @@ var Scenarios = append([]Scenario{
 		},
 	},
 	{
-		Name: "client_gone", Title: "Webhook only, client gone",
+		Name: "client_gone", Title: "Webhook only, client gone", Family: FamilyClient,
 		RealLife:  "The customer pays and closes the tab. The gateway charged, its answer to the shop was lost, and no client will ever retry. The webhook comes late, as webhooks do.",
 		Mechanism: "The shop finishes on its own. The completer takes over the abandoned operation once its lease has run out, asks the gateway under the derived key <payment id>:charge, finds the charge and settles the order; the late webhook then changes nothing. With a fresh gateway key the completer finds nothing and charges the card again, with no client involved at all.",
 		Switch:    payments.SwitchDerivedGatewayKey, Breaks: ChargesPerOrder, PaidOrders: 1,
@@ -280,7 +301,7 @@ var Scenarios = append([]Scenario{
 		},
 	},
 	{
-		Name: "client_new_key_per_retry", Title: "Client makes a new key per retry",
+		Name: "client_new_key_per_retry", Title: "Client makes a new key per retry", Family: FamilyClient,
 		RealLife:  "The answer is lost after the charge; the client retries, but generates a fresh Idempotency-Key for the retry.",
 		Mechanism: "The client's half of the contract: one key per operation, sent again on every retry. With a new key the server rightly sees a new purchase.",
 		Switch:    payments.SwitchClientSameKey, Breaks: PaidOrders, PaidOrders: 1,
@@ -292,7 +313,7 @@ var Scenarios = append([]Scenario{
 		},
 	},
 	{
-		Name: "new_purchase", Title: "A new purchase of the same items",
+		Name: "new_purchase", Title: "A new purchase of the same items", Family: FamilyBoundaries,
 		RealLife:  "The customer really wants a second set of mugs and checks out again, with a new key.",
 		Mechanism: "Nothing must stop it: deduplication is by key, never by content. Two orders, two charges, protected or not.",
 		Switch:    payments.SwitchServerIdempotency, Breaks: "", PaidOrders: 2,
@@ -303,7 +324,7 @@ var Scenarios = append([]Scenario{
 		},
 	},
 	{
-		Name: "retry_after_retention", Title: "A retry after the key's retention",
+		Name: "retry_after_retention", Title: "A retry after the key's retention", Family: FamilyBoundaries,
 		RealLife:  "A tab left open for days submits the same checkout again, with the same key, after the shop has deleted the key: completed keys are kept for 24 hours, then reaped.",
 		Mechanism: "Past its retention a key protects nothing: the shop has forgotten it and sees a new request. What still protects this checkout is business state: the cart became an order, so a second checkout of it is refused (409 cart_already_converted). An API client has no cart and no such guard, which is why retention must outlast every client's retries.",
 		Switch:    payments.SwitchServerIdempotency, Breaks: "", PaidOrders: 1,
@@ -315,7 +336,7 @@ var Scenarios = append([]Scenario{
 		},
 	},
 	{
-		Name: "other_tenant_same_key", Title: "The same key from another tenant",
+		Name: "other_tenant_same_key", Title: "The same key from another tenant", Family: FamilyBoundaries,
 		RealLife:  "Two merchants' clients happen to send the same Idempotency-Key string.",
 		Mechanism: "Keys are scoped to the tenant (UNIQUE (tenant_id, key)): two separate operations, neither sees the other's answer.",
 		Switch:    payments.SwitchServerIdempotency, Breaks: "", PaidOrders: 2,
@@ -326,7 +347,7 @@ var Scenarios = append([]Scenario{
 		},
 	},
 	{
-		Name: "gateway_5xx_before_charge", Title: "Gateway 5xx before the charge",
+		Name: "gateway_5xx_before_charge", Title: "Gateway 5xx before the charge", Family: FamilyBoundaries,
 		RealLife:  "The gateway answers 503 before doing anything; the client retries.",
 		Mechanism: "The gateway's promise (503: nothing was processed) and the released key: the retry charges once. Even a fresh gateway key cannot double-charge here — the boundary of that protection.",
 		Switch:    payments.SwitchDerivedGatewayKey, Breaks: "", PaidOrders: 1,
@@ -337,7 +358,7 @@ var Scenarios = append([]Scenario{
 		},
 	},
 	{
-		Name: "decline_replayed", Title: "Decline replayed",
+		Name: "decline_replayed", Title: "Decline replayed", Family: FamilyClient,
 		RealLife:  "The card is declined; the client retries the same request.",
 		Mechanism: "A decline is a business outcome: stored with the key and replayed (402), the card is not tried again. Without server idempotency the retry places a second order and tries the card again; it is declined again, so no money moves, but the customer now has two failed orders.",
 		Switch:    payments.SwitchServerIdempotency, Breaks: OrdersPerKey, PaidOrders: 0,
@@ -348,7 +369,7 @@ var Scenarios = append([]Scenario{
 		},
 	},
 	{
-		Name: "repair_double_charge", Title: "Repair a double charge",
+		Name: "repair_double_charge", Title: "Repair a double charge", Family: FamilyClient,
 		RealLife: "The gateway charged, the answer was lost, and the retry of a shop that makes up its gateway key per attempt charged the card again. " +
 			"An operator finds the double charge on the reconciliation page and clicks Refund — twice, quickly, while a colleague clicks too.",
 		Mechanism: "The repair is idempotent too. The desk asks the gateway what it holds now, refunds the newest succeeded charge beyond the one the order keeps, " +
@@ -396,40 +417,6 @@ const (
 	Protected   Mode = "protected"   // every protection on
 	Unprotected Mode = "unprotected" // the scenario's Switch off
 )
-
-// Check is one invariant's outcome, with the numbers behind it.
-type Check struct {
-	Invariant string `json:"invariant"`
-	Holds     bool   `json:"holds"`
-	Detail    string `json:"detail"` // e.g. "max 2 succeeded charges for one order (want ≤ 1)"
-}
-
-// Row is one line of the timeline: the journal of the run's orders.
-type Row struct {
-	At     time.Time `json:"at"`
-	Actor  string    `json:"actor"`
-	Kind   string    `json:"kind"`
-	Key    string    `json:"idempotency_key,omitempty"`
-	Order  string    `json:"order_id,omitempty"`
-	Detail string    `json:"detail"`
-}
-
-// Result is one run of one scenario.
-type Result struct {
-	Scenario string          `json:"scenario"`
-	Mode     Mode            `json:"mode"`
-	Off      payments.Switch `json:"protection_off,omitempty"`
-	Database string          `json:"database,omitempty"`
-	Shop     string          `json:"shop,omitempty"` // a run against a running shop (--shop)
-	Checks   []Check         `json:"invariants"`
-	Timeline []Row           `json:"timeline"`
-	OK       bool            `json:"ok"`
-	Verdict  string          `json:"verdict"`
-	// Unsettled says what background work was still going on when the lab stopped waiting.
-	Unsettled string        `json:"unsettled,omitempty"`
-	Err       string        `json:"error,omitempty"` // the run itself failed
-	Took      time.Duration `json:"took_ns"`
-}
 
 // Judge sets the verdict of r for s: a protected run must hold every invariant; an
 // unprotected run must break s.Breaks (or, for a boundary scenario, hold every invariant).

@@ -152,6 +152,9 @@ type OrderPage struct {
 	OrdersURL string
 	// Journal is what happened to the order, oldest first (the ops view); empty hides it.
 	Journal []JournalRow
+	// Recovered says, when the gateway's answer was lost and the order was still charged only
+	// once, that the shop recovered ("Response lost — recovered, charged once").
+	Recovered string
 	// JournalPage says which part of a long journal Journal is, with links to the rest.
 	JournalPage JournalPage
 }
@@ -170,6 +173,8 @@ type JournalRow struct {
 	Actor  string // client, shop, database, gateway, webhook, outbox, completer
 	Event  string
 	Detail string
+	// ChargeID is the gateway charge the event names, if any; ChargeURL its ledger row.
+	ChargeID, ChargeURL string
 }
 
 // OrderSummary is one row of the order history.

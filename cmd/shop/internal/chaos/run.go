@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"checkoutlab/cmd/shop/internal/labrun"
-	"checkoutlab/fakegateway"
 	"checkoutlab/models"
 	"checkoutlab/payments"
 )
@@ -288,9 +287,8 @@ func (ru *run) controlGet(ctx context.Context, path string, v any) error {
 }
 
 func (ru *run) controlDo(req *http.Request, v any) error {
-	// The gateway's control API is an operator's tool: it wants the control token whenever
-	// one is set, and the lab shares the demo one.
-	req.Header.Set("Authorization", "Bearer "+fakegateway.DemoControlToken)
+	// The gateway's control API is an operator's tool: it wants the stack's control token.
+	req.Header.Set("Authorization", "Bearer "+ru.stack.ControlToken)
 	res, err := ru.control.Do(req)
 	if err != nil {
 		return err

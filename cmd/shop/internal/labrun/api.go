@@ -123,25 +123,31 @@ func card(ch lab.Checkout) string {
 }
 
 // Charge is an entry of the gateway's ledger.
-type Charge struct {
-	ID       string            `json:"id"`
-	Status   string            `json:"status"`
-	Amount   int64             `json:"amount"`
-	Metadata map[string]string `json:"metadata"` // the shop's tenant, order_id and payment_id
-}
+type Charge = lab.Charge
 
-// Ledger reads the gateway's ledger (GET /_control/ledger): every charge, whatever its status.
-func Ledger(ctx context.Context, client *http.Client, gatewayURL string) ([]Charge, error) {
+// Ledger reads the gateway's ledger (GET /_control/ledger, with the gateway's control token):
+// every charge, whatever its status.
+func Ledger(ctx context.Context, client *http.Client, gatewayURL, controlToken string) ([]Charge, error) {
 	var ledger struct{ Charges []Charge }
-	if err := getJSON(ctx, client, gatewayURL+"/_control/ledger", "", &ledger); err != nil {
+	if err := getJSON(ctx, client, gatewayURL+"/_control/ledger", controlToken, &ledger); err != nil {
 		return nil, fmt.Errorf("read the gateway ledger: %w", err)
 	}
 	return ledger.Charges, nil
 }
 
-// ArmFault arms a fault on the gateway (POST /_control/faults); fault is its JSON, e.g.
-// map[string]any{"fault": "commit_then_drop"}.
-func ArmFault(ctx context.Context, client *http.Client, gatewayURL string, fault any) error {
+// Deliveries reads the gateway's webhook delivery log (GET /_control/deliveries, with the
+// gateway's control token), newest first.
+func Deliveries(ctx context.Context, client *http.Client, gatewayURL, controlToken string) ([]lab.Delivery, error) {
+	var d struct{ Deliveries []lab.Delivery }
+	if err := getJSON(ctx, client, gatewayURL+"/_control/deliveries", controlToken, &d); err != nil {
+		return nil, fmt.Errorf("read the gateway's deliveries: %w", err)
+	}
+	return d.Deliveries, nil
+}
+
+// ArmFault arms a fault on the gateway (POST /_control/faults, with the gateway's control
+// token); fault is its JSON, e.g. map[string]any{"fault": "commit_then_drop"}.
+func ArmFault(ctx context.Context, client *http.Client, gatewayURL, controlToken string, fault any) error {
 	b, err := json.Marshal(fault)
 	if err != nil {
 		return err
@@ -151,6 +157,9 @@ func ArmFault(ctx context.Context, client *http.Client, gatewayURL string, fault
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if controlToken != "" {
+		req.Header.Set("Authorization", "Bearer "+controlToken)
+	}
 	res, err := client.Do(req)
 	if err != nil {
 		return fmt.Errorf("arm fault: %w", err)
@@ -163,14 +172,15 @@ func ArmFault(ctx context.Context, client *http.Client, gatewayURL string, fault
 	return nil
 }
 
-// getJSON GETs url (with apiKey as its Bearer token, if set) and decodes a 200 answer into v.
-func getJSON(ctx context.Context, client *http.Client, url, apiKey string, v any) error {
+// getJSON GETs url (with token as its Bearer token, if set: a tenant's API key for the shop,
+// the control token for the gateway) and decodes a 200 answer into v.
+func getJSON(ctx context.Context, client *http.Client, url, token string, v any) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return err
 	}
-	if apiKey != "" {
-		req.Header.Set("Authorization", "Bearer "+apiKey)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	res, err := client.Do(req)
 	if err != nil {

@@ -15,6 +15,7 @@ package labrun
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"errors"
 	"flag"
 	"fmt"
@@ -271,6 +272,8 @@ type CrashStack struct {
 	// DB is a second handle on the shop's database, to look at what the shop left behind.
 	DB      *gorm.DB
 	APIKeys map[string]string
+	// ControlToken is the gateway's control token.
+	ControlToken string
 
 	exe    string
 	args   []string
@@ -309,7 +312,10 @@ func (s *CrashStack) start(ctx context.Context, r *Runner, crashAt string, extra
 	if err != nil {
 		return err
 	}
-	s.APIKeys = cfg.APIKeys
+	s.APIKeys, s.ControlToken = cfg.APIKeys, cfg.GatewayControlToken
+	// Every shop process of the stack signs with one key, so that a browser's session and its
+	// order links outlive a crash and a restart, as they do for a shop restarted on its DATA_DIR.
+	env["SHOP_SECRET"] = rand.Text() + rand.Text()
 	ln, err := s.listen()
 	if err != nil {
 		return err
@@ -390,7 +396,8 @@ func (r *Runner) startCrashTarget(ctx context.Context, p payments.Protections, c
 		return nil, err
 	}
 	client, closeIdle := newHTTPClient()
-	return &target{shop: s.Shop.URL(), gateway: s.Gateway.URL(), apiKeys: s.APIKeys, db: s.DB, http: client,
+	return &target{shop: s.Shop.URL(), gateway: s.Gateway.URL(), apiKeys: s.APIKeys, controlToken: s.ControlToken,
+		db: s.DB, http: client,
 		restart: s.Restart, crashAt: crashAt,
 		// Longer than a plain stack's: a receipt job the killed shop had taken runs again only
 		// once the new shop leads the job queue (the dead leader's term lasts 15 s) and the

@@ -13,6 +13,7 @@ import (
 	"net/http/cookiejar"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -41,9 +42,10 @@ type client struct {
 	events []lab.Row
 }
 
-func newClient(t *target, sameKey bool) *client {
+// newClient is a client for t whose keys and customer come from seed.
+func newClient(t *target, sameKey bool, seed int64) *client {
 	return &client{shop: t.shop, apiKeys: t.apiKeys, http: t.http, sameKey: sameKey,
-		runID: models.NewID("run"), answers: map[string]map[string]bool{}, sent: map[string]bool{}}
+		runID: "run_" + strconv.FormatInt(seed, 36), answers: map[string]map[string]bool{}, sent: map[string]bool{}}
 }
 
 // record notes a client event under tenant/key.
@@ -104,7 +106,7 @@ func answerDetail(a Answer) string {
 func (c *client) play(ctx context.Context, t *target, step lab.Step) error {
 	switch {
 	case step.Fault != nil:
-		if err := ArmFault(ctx, c.http, t.gateway, step.Fault); err != nil {
+		if err := ArmFault(ctx, c.http, t.gateway, t.controlToken, step.Fault); err != nil {
 			return err
 		}
 	case step.Checkout != nil:
@@ -118,7 +120,7 @@ func (c *client) play(ctx context.Context, t *target, step lab.Step) error {
 		var wg sync.WaitGroup
 		start := make(chan struct{})
 		for i := range copies {
-			wg.Go(func() { <-start; last[i] = c.checkout(ctx, *step.Checkout) })
+			wg.Go(func() { <-start; last[i] = c.checkout(ctx, *step.Checkout, copyName(i, copies)) })
 		}
 		close(start)
 		wg.Wait()
@@ -188,9 +190,18 @@ func (c *client) connect(ctx context.Context, n int) {
 	wg.Wait()
 }
 
+// copyName names copy i of n identical requests in the client's record ("copy 2 of 20"), so
+// that each answer is matched with its own request; "" for a single request.
+func copyName(i, n int) string {
+	if n == 1 {
+		return ""
+	}
+	return fmt.Sprintf(" (copy %d of %d)", i+1, n)
+}
+
 // checkout sends one checkout and, if ch.Retry, retries until a final answer. It returns the
-// last answer.
-func (c *client) checkout(ctx context.Context, ch lab.Checkout) Answer {
+// last answer. copy names the copy in the client's record.
+func (c *client) checkout(ctx context.Context, ch lab.Checkout, copy string) Answer {
 	tenant := ch.Tenant
 	if tenant == "" {
 		tenant = "acme"
@@ -213,9 +224,9 @@ func (c *client) checkout(ctx context.Context, ch lab.Checkout) Answer {
 		c.mu.Lock()
 		c.sent[tenant+"/"+key] = true
 		c.mu.Unlock()
-		c.record(tenant, key, fmt.Sprintf("sent attempt %d with key %s", attempt, key))
+		c.record(tenant, key, fmt.Sprintf("sent attempt %d with key %s%s", attempt, key, copy))
 		a = send(key)
-		c.record(tenant, key, answerDetail(a))
+		c.record(tenant, key, answerDetail(a)+copy)
 		if a.Err == nil && (a.Status < 300 || a.Status == http.StatusPaymentRequired) {
 			c.note(tenant, key, a.OrderID())
 		}

@@ -11,9 +11,10 @@ import (
 	"text/tabwriter"
 
 	"checkoutlab/payments/lab"
+	"checkoutlab/web/components"
 )
 
-const usage = `usage: shop lab list | shop lab run [--json] [--database-url URL | --shop URL [--gateway URL]] [scenario …]
+const usage = `usage: shop lab list | shop lab run [--json | --verbose | --timeline] [--seed N] [--database-url URL | --shop URL [--gateway URL]] [scenario …]
        shop lab chaos [flags]
 
   list   the scenarios, with the protection each one is about and what breaks without it
@@ -80,12 +81,15 @@ func list(args []string, stdout io.Writer) error {
 func (r *Runner) run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("shop lab run", flag.ContinueOnError)
 	fs.SetOutput(stdout)
-	asJSON := fs.Bool("json", false, "print the results as JSON")
+	asJSON := fs.Bool("json", false, "print the runs as one JSON array, in the schema of /lab/runs/{id}.json")
+	verbose := fs.Bool("verbose", false, "after the table, every run's invariants with their numbers")
+	timeline := fs.Bool("timeline", false, "after the table, every run's timeline as a sequence diagram in text")
+	seed := fs.Int64("seed", 0, "the seed of the runs' keys and customer (a run's page shows its seed); 0 picks one per run")
 	dbURL := fs.String("database-url", "", "run on this PostgreSQL database; empty uses a fresh embedded SQLite database per run")
 	shopURL := fs.String("shop", "", "run against this running shop instead (protected runs only), e.g. http://127.0.0.1:8080")
 	gatewayURL := fs.String("gateway", "http://127.0.0.1:8081", "with --shop: the running shop's fake gateway")
 	fs.Usage = func() {
-		fmt.Fprintln(stdout, "usage: shop lab run [--json] [--database-url URL | --shop URL [--gateway URL]] [scenario …]\n\n"+
+		fmt.Fprintln(stdout, "usage: shop lab run [--json | --verbose | --timeline] [--seed N] [--database-url URL | --shop URL [--gateway URL]] [scenario …]\n\n"+
 			"Runs the scenarios named (every one by default) with every protection on and with the\n"+
 			"scenario's one protection off, each on a fresh stack, and judges both runs. It exits\n"+
 			"non-zero if a verdict is wrong.\n\nflags:")
@@ -114,6 +118,7 @@ func (r *Runner) run(ctx context.Context, args []string, stdout, stderr io.Write
 	}
 	runner := *r
 	runner.DatabaseURL = *dbURL
+	runner.Seed = *seed
 	if runner.Log == nil {
 		runner.Log = stderr
 	}
@@ -157,6 +162,15 @@ func (r *Runner) run(ctx context.Context, args []string, stdout, stderr io.Write
 		}
 	} else {
 		printResults(stdout, results)
+		if *verbose {
+			printDetails(stdout, results)
+		}
+		if *timeline {
+			for _, r := range results {
+				fmt.Fprintf(stdout, "\n%s (%s)\n", r.Scenario, r.Mode)
+				printTimeline(stdout, r)
+			}
+		}
 	}
 	if failed > 0 {
 		return fmt.Errorf("lab: %d of %d runs did not get their verdict", failed, len(results))
@@ -164,35 +178,66 @@ func (r *Runner) run(ctx context.Context, args []string, stdout, stderr io.Write
 	return nil
 }
 
+// tableWidth is the widest line of the default table: it fits a terminal of 100 columns.
+const tableWidth = 100
+
+// printResults prints one line per run: ✓ if its verdict is right, the scenario, the mode,
+// what happened to the customer in money, and the verdict's first words.
 func printResults(w io.Writer, results []lab.Result) {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SCENARIO\tMODE\tINVARIANTS\tVERDICT")
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, " \tSCENARIO\tMODE\tWHAT HAPPENED\tVERDICT")
 	for _, r := range results {
-		var broken []string
-		for _, c := range r.Checks {
-			if !c.Holds {
-				broken = append(broken, c.Invariant+" ("+c.Detail+")")
-			}
-		}
-		inv := "all hold"
-		switch {
-		case r.Err != "":
-			inv = "–" // the run failed before anything could be checked
-		case len(broken) > 0:
-			inv = "BROKEN " + strings.Join(broken, "; ")
-		}
-		if r.Unsettled != "" {
-			inv += " (still unsettled " + r.Unsettled + ")"
-		}
-		mark := "ok"
+		mark := "✓"
 		if !r.OK {
-			mark = "FAIL"
+			mark = "✗"
 		}
-		mode := string(r.Mode)
-		if r.Off != "" {
-			mode += " (" + string(r.Off) + " off)"
+		mode := "on"
+		if r.Mode == lab.Unprotected {
+			mode = "off"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s: %s\n", r.Scenario, mode, inv, mark, r.Verdict)
+		verdict, _, _ := strings.Cut(r.Verdict, ":")
+		if r.Unsettled != "" {
+			verdict += " (unsettled)"
+		}
+		// The headline is cut so that the verdict stays on the line; --verbose has it whole.
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", mark, r.Scenario, mode, clip(lab.Headline(r, components.Money), 44), verdict)
 	}
 	tw.Flush()
+	for _, line := range strings.SplitAfter(b.String(), "\n") {
+		fmt.Fprint(w, clip(line, tableWidth))
+	}
+}
+
+// clip cuts line (with its newline) to width runes, ending in "…".
+func clip(line string, width int) string {
+	text, nl := strings.CutSuffix(line, "\n")
+	text = strings.TrimRight(text, " ")
+	if r := []rune(text); len(r) > width {
+		text = string(r[:width-1]) + "…"
+	}
+	if nl {
+		return text + "\n"
+	}
+	return text
+}
+
+// printDetails is --verbose: every run's invariants, and what was still going on.
+func printDetails(w io.Writer, results []lab.Result) {
+	for _, r := range results {
+		fmt.Fprintf(w, "\n%s (%s): %s\n  %s\n", r.Scenario, r.Mode, r.Verdict, lab.Headline(r, components.Money))
+		if r.Err != "" {
+			fmt.Fprintf(w, "  error: %s\n", r.Err)
+		}
+		for _, c := range r.Checks {
+			mark := "✓"
+			if !c.Holds {
+				mark = "✗"
+			}
+			fmt.Fprintf(w, "  %s %s: %s\n", mark, c.Invariant, c.Detail)
+		}
+		if r.Unsettled != "" {
+			fmt.Fprintf(w, "  still unsettled %s\n", r.Unsettled)
+		}
+	}
 }

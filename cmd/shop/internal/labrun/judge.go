@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"checkoutlab/models"
+	"checkoutlab/payments"
 	"checkoutlab/payments/lab"
 )
 
@@ -45,16 +46,11 @@ func (t *target) settle(ctx context.Context, since time.Time, email string) stri
 	var unsettled []string
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		unsettled = unsettled[:0]
-		var d struct {
-			Deliveries []struct {
-				Status  string    `json:"status"`
-				Created time.Time `json:"created_at"`
-			} `json:"deliveries"`
+		deliveries, err := Deliveries(ctx, t.http, t.gateway, t.controlToken)
+		if err != nil {
+			unsettled = append(unsettled, err.Error())
 		}
-		if err := getJSON(ctx, t.http, t.gateway+"/_control/deliveries", "", &d); err != nil {
-			unsettled = append(unsettled, "the gateway's deliveries cannot be read: "+err.Error())
-		}
-		for _, x := range d.Deliveries {
+		for _, x := range deliveries {
 			if x.Status == "pending" && !x.Created.Before(since) {
 				unsettled = append(unsettled, "a webhook delivery is pending")
 			}
@@ -106,31 +102,37 @@ func (t *target) ordersSince(ctx context.Context, since time.Time, email string)
 	return all, nil
 }
 
-// evaluate checks the invariants over the orders created since the run began, and returns
-// their journals, with the client's own events, as the timeline.
-func (t *target) evaluate(ctx context.Context, s lab.Scenario, since time.Time, c *client) ([]lab.Check, []lab.Row, error) {
-	charges, err := Ledger(ctx, t.http, t.gateway)
+// evaluate checks the invariants over the orders created since the run began and keeps the
+// run's evidence in res: the gateway's ledger and delivery log (which outlive a killed shop),
+// the orders' journals with the client's own events, and the shop's reconciliation report.
+func (t *target) evaluate(ctx context.Context, s lab.Scenario, since time.Time, c *client, res *lab.Result) error {
+	charges, err := Ledger(ctx, t.http, t.gateway, t.controlToken)
 	if err != nil {
-		return nil, nil, err
+		return err
+	}
+	deliveries, err := Deliveries(ctx, t.http, t.gateway, t.controlToken)
+	if err != nil {
+		return err
 	}
 	orders, err := t.ordersSince(ctx, since, c.email())
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
 
-	checks := checksOf(s, orders, charges, c.answerSets())
+	res.Checks = checksOf(s, orders, charges, c.answerSets())
 	repair, err := t.repairChecks(ctx, s, orders, charges)
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
-	checks = append(checks, repair...)
+	res.Checks = append(res.Checks, repair...)
+	res.Ledger, res.Deliveries = t.runsOwn(orders, charges, deliveries)
 
 	rows := c.rows()
 	seen := map[string]bool{} // orders sharing a key share that key's events: show each once
 	for _, o := range orders {
 		var events struct{ Data []lab.Row }
 		if err := getJSON(ctx, t.http, t.shop+"/api/v1/orders/"+o.ID+"/events", t.apiKeys[o.tenant], &events); err != nil {
-			return nil, nil, fmt.Errorf("read the journal of %s: %w", o.ID, err)
+			return fmt.Errorf("read the journal of %s: %w", o.ID, err)
 		}
 		for _, ev := range events.Data {
 			id := ev.At.String() + ev.Actor + ev.Kind + ev.Detail
@@ -141,16 +143,56 @@ func (t *target) evaluate(ctx context.Context, s lab.Scenario, since time.Time, 
 		}
 	}
 	sort.SliceStable(rows, func(i, j int) bool { return rows[i].At.Before(rows[j].At) })
-	return checks, rows, nil
+	res.Timeline = rows
+
+	// The report of the run's first tenant, as an operator would read it after the run.
+	var report payments.Report
+	if err := getJSON(ctx, t.http, t.shop+"/api/v1/reconciliation", t.apiKeys[firstTenant(s)], &report); err == nil {
+		res.Reconciliation = &report
+	}
+	return nil
+}
+
+// firstTenant is the tenant of s's first checkout: acme unless it says otherwise.
+func firstTenant(s lab.Scenario) string {
+	for _, step := range s.Steps {
+		if step.Checkout != nil && step.Checkout.Tenant != "" {
+			return step.Checkout.Tenant
+		}
+	}
+	return "acme"
+}
+
+// runsOwn keeps the charges of the run's orders and their deliveries: on a lab stack that is
+// everything the gateway holds, on a running shop only what the run did. The log comes
+// newest first; the snapshot keeps it oldest first, like the ledger.
+func (t *target) runsOwn(orders []order, charges []Charge, deliveries []lab.Delivery) ([]Charge, []lab.Delivery) {
+	ours, ourCharges := map[string]bool{}, map[string]bool{}
+	for _, o := range orders {
+		ours[o.ID] = true
+	}
+	var ledger []Charge
+	for _, c := range charges {
+		if t.db != nil || ours[c.Metadata["order_id"]] {
+			ledger = append(ledger, c)
+			ourCharges[c.ID] = true
+		}
+	}
+	var log []lab.Delivery
+	for _, d := range slices.Backward(deliveries) {
+		if ourCharges[d.ChargeID] {
+			log = append(log, d)
+		}
+	}
+	return ledger, log
 }
 
 // checksOf checks the invariants of scenario s over the run's orders, the gateway's charges
 // and, per tenant/key, the order ids the client's answers named.
 func checksOf(s lab.Scenario, orders []order, charges []Charge, answers map[string]map[string]bool) []lab.Check {
-	moneyMoved := func(c Charge) bool { return c.Status == "succeeded" || c.Status == "refunded" }
 	chargesOf, chargedPayment := map[string]int{}, map[string]bool{}
 	for _, c := range charges {
-		if moneyMoved(c) {
+		if c.MoneyMoved() {
 			chargesOf[c.Metadata["order_id"]]++
 			chargedPayment[c.Metadata["payment_id"]] = true
 		}

@@ -17,7 +17,7 @@ func (r *Runner) startReplicaTarget(ctx context.Context, p payments.Protections,
 		return nil, err
 	}
 	client, closeIdle := newHTTPClient()
-	return &target{shop: st.Proxy.URL(), gateway: st.Gateway.URL(), apiKeys: st.APIKeys, db: st.DB, http: client,
+	return &target{shop: st.Proxy.URL(), gateway: st.Gateway.URL(), apiKeys: st.APIKeys, controlToken: st.ControlToken, db: st.DB, http: client,
 		restart: st.Restart, crashAt: s.CrashAt,
 		// As a crash scenario's: a killed replica's receipt job waits for the job queue's next
 		// leader and the rescuer.

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"strings"
@@ -49,6 +50,9 @@ type Runner struct {
 	// Getenv is the environment `lab run --shop` reads the running shop's settings from (its
 	// API keys, leases and timeouts); nil is os.Getenv.
 	Getenv func(string) string
+	// Seed makes a run's idempotency keys and customer (lab run --seed); 0 picks one per run.
+	// A run records its seed, so that it can be run again with the same keys.
+	Seed int64
 	// Chaos is `shop lab chaos` (package chaos, which builds on this one), nil if not wired.
 	Chaos func(ctx context.Context, args []string, stdout, stderr io.Writer) error
 }
@@ -84,7 +88,8 @@ func (r *Runner) Run(ctx context.Context, name string, mode lab.Mode) (lab.Resul
 // RunScenario runs s once in mode on a fresh stack and judges it.
 func (r *Runner) RunScenario(ctx context.Context, s lab.Scenario, mode lab.Mode) lab.Result {
 	began := time.Now()
-	res := lab.Result{Scenario: s.Name, Mode: mode, Database: models.SQLite}
+	res := lab.Result{Scenario: s.Name, Mode: mode, Database: models.SQLite, Seed: r.seed(), StartedAt: began.UTC(),
+		Settings: maps.Clone(labEnv)}
 	if r.DatabaseURL != "" {
 		res.Database = models.Postgres
 	}
@@ -113,31 +118,49 @@ func (r *Runner) RunScenario(ctx context.Context, s lab.Scenario, mode lab.Mode)
 		playAndJudge(ctx, s, t, sameKey, &res)
 	}
 	res.Took = time.Since(began)
-	lab.Judge(s, &res)
+	judge(s, &res)
 	return res
+}
+
+// judge gives res its verdict, its outcome in money and its timeline of messages.
+func judge(s lab.Scenario, res *lab.Result) {
+	lab.Judge(s, res)
+	if res.Err == "" {
+		lab.Assess(res, s.PaidOrders)
+	}
+	res.Events, res.Messages = Timeline(*res, s.PaidOrders)
+}
+
+// seed is the seed of a run: r.Seed, or a new one.
+func (r *Runner) seed() int64 {
+	if r.Seed != 0 {
+		return r.Seed
+	}
+	return rand.Int64N(1<<53) + 1 // a JSON number stays exact below 2^53
 }
 
 // runOnShop runs s with every protection on against a shop that is already running
 // (`lab run --shop URL`): a production shop has no switches, so there is no unprotected run.
 func runOnShop(ctx context.Context, s lab.Scenario, t *target) lab.Result {
 	began := time.Now()
-	res := lab.Result{Scenario: s.Name, Mode: lab.Protected, Shop: t.shop}
+	res := lab.Result{Scenario: s.Name, Mode: lab.Protected, Shop: t.shop, Seed: rand.Int64N(1<<53) + 1, StartedAt: began.UTC()}
 	playAndJudge(ctx, s, t, true, &res)
 	// Leave no armed fault behind for the shop's real traffic.
 	if req, err := http.NewRequestWithContext(ctx, http.MethodDelete, t.gateway+"/_control/faults", nil); err == nil {
+		req.Header.Set("Authorization", "Bearer "+t.controlToken)
 		if resp, err := t.http.Do(req); err == nil {
 			resp.Body.Close()
 		}
 	}
 	res.Took = time.Since(began)
-	lab.Judge(s, &res)
+	judge(s, &res)
 	return res
 }
 
 // playAndJudge plays s's steps against t with a fresh client, lets background work settle
 // and fills res's invariants and timeline.
 func playAndJudge(ctx context.Context, s lab.Scenario, t *target, sameKey bool, res *lab.Result) {
-	c := newClient(t, sameKey)
+	c := newClient(t, sameKey, res.Seed)
 	since := time.Now().UTC().Add(-time.Millisecond)
 	err := func() error {
 		for _, step := range s.Steps {
@@ -146,9 +169,7 @@ func playAndJudge(ctx context.Context, s lab.Scenario, t *target, sameKey bool, 
 			}
 		}
 		res.Unsettled = t.settle(ctx, since, c.email())
-		var err error
-		res.Checks, res.Timeline, err = t.evaluate(ctx, s, since, c)
-		return err
+		return t.evaluate(ctx, s, since, c, res)
 	}()
 	if err != nil {
 		res.Err = err.Error()
@@ -160,6 +181,7 @@ func playAndJudge(ctx context.Context, s lab.Scenario, t *target, sameKey bool, 
 type target struct {
 	shop, gateway string
 	apiKeys       map[string]string
+	controlToken  string // of the gateway's control API
 	// db is the lab stack's database, for the one thing the lab does behind the shop's back:
 	// running the reaper early (ExpireKeys). nil for a running shop.
 	db *gorm.DB
@@ -214,8 +236,8 @@ func (r *Runner) startStack(ctx context.Context, p payments.Protections) (*targe
 		return nil, err
 	}
 	client, closeIdle := newHTTPClient()
-	return &target{shop: st.URL(), gateway: st.GatewayURL(), apiKeys: cfg.APIKeys, db: st.DB(), http: client,
-		settleWithin: 10 * time.Second,
+	return &target{shop: st.URL(), gateway: st.GatewayURL(), apiKeys: cfg.APIKeys, controlToken: cfg.GatewayControlToken,
+		db: st.DB(), http: client, settleWithin: 10 * time.Second,
 		close: func() {
 			closeIdle()
 			st.Close()
@@ -235,15 +257,16 @@ func (r *Runner) runningShop(shopURL, gatewayURL string) (*target, error) {
 		return nil, err
 	}
 	t := &target{shop: strings.TrimRight(shopURL, "/"), gateway: strings.TrimRight(gatewayURL, "/"),
-		apiKeys: cfg.APIKeys, http: &http.Client{Timeout: 30 * time.Second},
+		apiKeys: cfg.APIKeys, controlToken: cfg.GatewayControlToken, http: &http.Client{Timeout: 30 * time.Second},
 		// Production leases and intervals: the completer may take a lease and more to step in.
 		settleWithin: 2*cfg.IdempotencyLease + cfg.CompleterInterval + 2*cfg.GatewayTimeout,
 		close:        func() {}}
-	for _, u := range []string{t.shop + "/healthz", t.gateway + "/_control/faults"} {
-		var ignored any
-		if err := getJSON(context.Background(), t.http, u, "", &ignored); err != nil {
-			return nil, fmt.Errorf("lab: is the shop running? %w", err)
-		}
+	var ignored any
+	if err := getJSON(context.Background(), t.http, t.shop+"/healthz", "", &ignored); err != nil {
+		return nil, fmt.Errorf("lab: is the shop running? %w", err)
+	}
+	if err := getJSON(context.Background(), t.http, t.gateway+"/_control/faults", t.controlToken, &ignored); err != nil {
+		return nil, fmt.Errorf("lab: is the gateway running, and is GATEWAY_CONTROL_TOKEN its token? %w", err)
 	}
 	return t, nil
 }

@@ -20,9 +20,9 @@ type Gateway struct {
 	done   chan struct{}
 }
 
-// StartGateway starts the fake gateway on cfg.GatewayAddr. It delivers webhooks to
-// cfg.ShopPublicURL + "/webhooks/gateway", signed with cfg.WebhookSecret. ctx bounds the
-// start only: the gateway runs until Close.
+// StartGateway starts the fake gateway on cfg.GatewayAddr, its control API and page guarded
+// by cfg.GatewayControlToken. It delivers webhooks to cfg.ShopPublicURL + "/webhooks/gateway",
+// signed with cfg.WebhookSecret. ctx bounds the start only: the gateway runs until Close.
 func StartGateway(ctx context.Context, cfg Config, logger *slog.Logger) (*Gateway, error) {
 	db, err := fakegateway.OpenDB(ctx, cfg.DatabaseURL, cfg.DataDir)
 	if err != nil {
@@ -32,6 +32,7 @@ func StartGateway(ctx context.Context, cfg Config, logger *slog.Logger) (*Gatewa
 		DB:            db,
 		WebhookURL:    cfg.ShopPublicURL + "/webhooks/gateway",
 		WebhookSecret: cfg.WebhookSecret,
+		ControlToken:  cfg.GatewayControlToken,
 		Logger:        logger,
 	})
 	if err != nil {

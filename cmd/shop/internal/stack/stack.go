@@ -15,8 +15,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
+	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -39,15 +42,25 @@ type Config struct {
 	DatabaseURL          string // "" selects the embedded SQLite database
 	DataDir              string
 	WebhookSecret        string
+	GatewayControlToken  string // the gateway's control API (and page) token; the in-process gateway requires it
+	ShopSecret           string // signs sessions, order links, operator logins; keys card fingerprints; "" keeps one in DATA_DIR
+	OpsPassword          string // "" makes one at each start, reached through the logged login link
+	ShopEnv              string // "development" or "production" (refuses the demo secrets)
+	CheckHosts           bool   // answer only requests for the shop's own host names
 	IdempotencyLease     time.Duration
 	IdempotencyRetention time.Duration
 	JournalRetention     time.Duration
+	OrderHold            time.Duration
 	GatewayTimeout       time.Duration
 	CompleterInterval    time.Duration
 	JobRescueAfter       time.Duration
 	CrashAt              string
 	APIKeys              map[string]string // tenant id → API key, for seeding the demo
 	LogLevel             string
+
+	// DemoSecrets are the secrets' published demo values, cmd/shop's defaults: Start warns
+	// while any of them is in use and, with ShopEnv "production", refuses to start.
+	DemoSecrets handlers.DemoValues
 
 	// PublicURLFollowsAddr is set when SHOP_PUBLIC_URL was not given: the public URL is then
 	// the address the shop really listens on, known only once it listens (SHOP_ADDR=…:0, or
@@ -66,9 +79,30 @@ type Config struct {
 	LogOutput io.Writer
 }
 
-// Wire builds the shop on db — stores, payment operations, job queue — and mounts its routes
-// on e. It returns the background work for Start to run and Close to stop.
-type Wire func(e *echo.Echo, cfg Config, db *gorm.DB, registry *prometheus.Registry, logger *slog.Logger) (*Background, error)
+// Wire builds the shop on p.DB — stores, payment operations, job queue — and mounts its
+// routes on p.Echo. It returns the background work for Start to run and Close to stop.
+type Wire func(p Parts) (*Background, error)
+
+// Parts are what Start has made when it calls Wire.
+type Parts struct {
+	// Config is the stack's, with the real ShopPublicURL and GatewayURL.
+	Config Config
+	// Echo is the router, with the shop's common middleware, signing with Signer.
+	Echo *echo.Echo
+	// DB is migrated and seeded.
+	DB *gorm.DB
+	// Secret is the shop's own secret (SHOP_SECRET, or the key file in DATA_DIR), never in
+	// the database and never shared with the gateway. Every process of one shop shares it:
+	// Signer's key is it, so an order link opens in any of them, and the card fingerprint
+	// derives its key from it, so a retry through another process fingerprints the card alike.
+	Secret []byte
+	Signer *handlers.Signer
+	// Operators is the operator login, for the wiring to mount and to guard the operator
+	// routes with.
+	Operators *handlers.OpsAuth
+	Registry  *prometheus.Registry
+	Logger    *slog.Logger
+}
 
 // Background is the work a shop does besides answering requests.
 type Background struct {
@@ -83,6 +117,9 @@ type Stack struct {
 	logger  *slog.Logger
 	db      *gorm.DB
 	gateway *Gateway // nil with an external gateway
+	secret  []byte
+	signer  *handlers.Signer
+	ops     *handlers.OpsAuth
 	work    *Background
 	srv     *http.Server
 	url     string
@@ -135,12 +172,22 @@ func (s *Stack) start(ctx context.Context, wire Wire) error {
 		s.logger.Warn("IDEMPOTENCY_RETENTION is shorter than the 24h the API promises; use this only for drills",
 			"retention", cfg.IdempotencyRetention)
 	}
+	// Before seeding: a production shop refused for its demo keys has stored none of them.
+	if err := s.checkDemoSecrets(ctx); err != nil {
+		return err
+	}
 	seeded, err := models.SeedIfEmpty(ctx, s.db, models.DemoTenants(cfg.APIKeys))
 	if err != nil {
 		return err
 	}
 	if seeded {
 		s.logger.Info("seeded demo tenants acme and globex")
+	}
+	if s.secret, err = loadSecret(*cfg); err != nil {
+		return err
+	}
+	if s.signer, err = handlers.NewSigner(s.secret); err != nil {
+		return err
 	}
 
 	ln := cfg.Listener
@@ -162,9 +209,22 @@ func (s *Stack) start(ctx context.Context, wire Wire) error {
 		cfg.GatewayURL = s.gateway.URL()
 	}
 
+	s.ops = handlers.NewOpsAuth(cfg.OpsPassword, s.signer)
+	s.ops.Secure = strings.HasPrefix(cfg.ShopPublicURL, "https://")
+	if s.ops.Generated {
+		s.logger.Warn("operator login: OPS_PASSWORD is unset, so this start made a password; "+
+			"open this link to log in to /lab, /mailbox and /reconciliation (it changes at each start)",
+			"url", s.ops.LoginURL(cfg.ShopPublicURL))
+	}
+	opts := []handlers.RouterOption{handlers.WithSigner(s.signer)}
+	if cfg.CheckHosts {
+		opts = append(opts, handlers.WithAllowedHosts(handlers.AllowedHosts(cfg.ShopPublicURL, ln.Addr().String())))
+	}
 	registry := handlers.NewRegistry()
-	e := handlers.NewRouter(s.logger, registry)
-	if s.work, err = wire(e, *cfg, s.db, registry, s.logger); err != nil {
+	e := handlers.NewRouter(s.logger, registry, opts...)
+	s.work, err = wire(Parts{Config: *cfg, Echo: e, DB: s.db, Secret: s.secret, Signer: s.signer, Operators: s.ops,
+		Registry: registry, Logger: s.logger})
+	if err != nil {
 		ln.Close()
 		return err
 	}
@@ -193,8 +253,58 @@ func (s *Stack) start(ctx context.Context, wire Wire) error {
 	return nil
 }
 
+// checkDemoSecrets warns, loudly, while the stack runs with any of the published demo
+// secrets, and refuses them when cfg.ShopEnv is "production". API keys are stored when an
+// empty database is seeded and accepted from then on, whatever SHOP_API_KEYS says later: the
+// keys in use are SHOP_API_KEYS (what seeding would store) and the demo keys the database
+// already accepts.
+func (s *Stack) checkDemoSecrets(ctx context.Context) error {
+	cfg := s.cfg
+	accepted, err := handlers.AcceptedAPIKeys(ctx, models.NewTenantStore(s.db), cfg.DemoSecrets.APIKeys)
+	if err != nil {
+		return err
+	}
+	keys := maps.Clone(cfg.APIKeys)
+	maps.Copy(keys, accepted)
+	inUse := handlers.DemoSecretsInUse(
+		handlers.DemoValues{WebhookSecret: cfg.WebhookSecret, APIKeys: keys, GatewayControlToken: cfg.GatewayControlToken},
+		cfg.DemoSecrets)
+	if err := handlers.RefuseDemoSecrets(cfg.ShopEnv, inUse); err != nil {
+		return err
+	}
+	if len(inUse) > 0 {
+		s.logger.Warn("DEMO SECRETS IN USE: these settings hold the values published with Checkout Lab, so anyone "+
+			"who has read them can sign webhooks, call the API as a tenant or drive the gateway. Fine for a demo on "+
+			"your own machine; set each to a secret of your own for anything else (SHOP_ENV=production refuses them)",
+			"demo_secrets", strings.Join(inUse, "; "))
+	}
+	return nil
+}
+
+// loadSecret returns the shop's secret: SHOP_SECRET, or the one kept in the file
+// DATA_DIR/shop.secret, made at the first start. Every process of one shop must share it —
+// the lab's crash shops and replicas on one database are given SHOP_SECRET or one DATA_DIR.
+func loadSecret(cfg Config) ([]byte, error) {
+	if cfg.ShopSecret != "" {
+		return []byte(cfg.ShopSecret), nil
+	}
+	return handlers.LoadOrCreateSecret(filepath.Join(cfg.DataDir, "shop.secret"))
+}
+
 // URL is the shop's base URL, e.g. "http://127.0.0.1:43121", with the port it really got.
 func (s *Stack) URL() string { return s.url }
+
+// OperatorLoginURL is the one-click operator login link on URL: a client that GETs it with a
+// cookie jar holds an operator session afterwards.
+func (s *Stack) OperatorLoginURL() string { return s.ops.LoginURL(s.url) }
+
+// OrderLink is the absolute signed link of an order's page, the one its receipt carries: it
+// opens the page for anyone who holds it.
+func (s *Stack) OrderLink(orderID string) string { return s.url + s.signer.OrderLink(orderID) }
+
+// GatewayControlToken is the token the gateway's control API (/_control/*) wants as
+// "Authorization: Bearer <token>", and its page as /?token=<token>.
+func (s *Stack) GatewayControlToken() string { return s.cfg.GatewayControlToken }
 
 // GatewayURL is the base URL of the gateway the shop calls: the in-process one, or the
 // configured GATEWAY_URL.
