@@ -17,6 +17,7 @@ func TestBrowserChaos(t *testing.T) {
 	browser := MustBrowser(t)
 	st := MustStartShop(t, models.SQLite, nil)
 	p := MustTab(t, browser, st, false)
+	p.LoginOperator() // the lab is an operator's tool
 	p.Do("open chaos mode", 20*time.Second, chromedp.Navigate(p.url("/lab/chaos")), chromedp.WaitVisible(sel("chaos-form")))
 	p.Do("start a run", 10*time.Second,
 		chromedp.SetValue(sel("chaos-purchases"), "24"),
