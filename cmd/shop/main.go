@@ -4,7 +4,7 @@
 //	go run ./cmd/shop            serve (migrates and seeds demo data first)
 //	go run ./cmd/shop migrate    apply database migrations and exit
 //	go run ./cmd/shop reset      put the demo catalogue and stock back and exit
-//	go run ./cmd/shop lab …      the failure lab: list, run (cmd/shop/internal/labrun)
+//	go run ./cmd/shop lab …      the failure lab: list, run (cmd/shop/internal/labrun), chaos (internal/chaos)
 //
 // This package is the program's dispatch (main.go), its configuration (config.go) and what
 // the shop is made of (wire.go). Starting and stopping a whole stack is package
@@ -22,6 +22,7 @@ import (
 	"strings"
 	"syscall"
 
+	"checkoutlab/cmd/shop/internal/chaos"
 	"checkoutlab/cmd/shop/internal/labrun"
 	"checkoutlab/cmd/shop/internal/stack"
 	"checkoutlab/fakegateway"
@@ -29,7 +30,7 @@ import (
 )
 
 const usage = `usage: shop [serve | migrate | reset] [flags]
-       shop lab list | run | shop …
+       shop lab list | run | chaos | shop …
 
 commands:
   serve     the shop, and the fake gateway unless GATEWAY_URL is set (the default command)
@@ -134,6 +135,8 @@ func serve(ctx context.Context, cfg stack.Config, stdout io.Writer) error {
 // labRunner is the failure lab, whose stacks are this shop: its configuration and its wiring.
 // Its crash scenarios run exe as their shop, "" for this very program.
 func labRunner(exe string) *labrun.Runner {
-	return &labrun.Runner{Exe: exe, Wire: mountRoutes,
+	r := &labrun.Runner{Exe: exe, Wire: mountRoutes,
 		Config: func(getenv func(string) string) (stack.Config, error) { return loadConfig(nil, getenv, io.Discard) }}
+	r.Chaos = (&chaos.Runner{Lab: r}).Command
+	return r
 }

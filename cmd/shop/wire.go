@@ -7,6 +7,8 @@ import (
 
 	"github.com/riverqueue/river"
 
+	"checkoutlab/cmd/shop/internal/chaos"
+	"checkoutlab/cmd/shop/internal/labrun"
 	"checkoutlab/cmd/shop/internal/stack"
 	"checkoutlab/handlers"
 	"checkoutlab/handlers/idempotency"
@@ -103,6 +105,9 @@ func mountRoutes(p stack.Parts) (*stack.Background, error) {
 		Desk: desk, Decisions: decisions, Idempotency: idem, OrderLink: p.Signer.OrderLink}).Routes(e)
 	// The lab links to the gateway's page through /gateway, which logs the browser in there.
 	(&handlers.LabPages{Runner: cfg.Lab, Runs: models.NewLabRunStore(db), GatewayURL: "/gateway", Logger: logger}).Routes(e)
+	if lr, ok := cfg.Lab.(*labrun.Runner); ok { // the lab's chaos mode runs the lab's stacks
+		(&handlers.ChaosPages{Runner: &chaos.Runner{Lab: lr}, Store: models.NewChaosRunStore(db)}).Routes(e)
+	}
 	(&handlers.DemoTools{GatewayURL: cfg.GatewayURL, GatewayToken: cfg.GatewayControlToken, Reset: func(ctx context.Context) error {
 		_, err := models.ResetDemo(ctx, db, models.DemoTenants(cfg.APIKeys))
 		return err

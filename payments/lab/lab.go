@@ -71,6 +71,9 @@ type Scenario struct {
 	// first time an operation reaches this crash point (payments.CrashPoints); a Restart step
 	// starts it again without one.
 	CrashAt string
+	// Replicas, when set, runs the scenario on several shop processes behind a load
+	// balancer (replicas.go); CrashAt then applies to the first replica.
+	Replicas *Replicas
 	// Repair lists the invariants an operator's repair must hold, in both modes (see
 	// KeepsOneCharge). The runner checks them besides Invariants.
 	Repair []string
@@ -163,7 +166,8 @@ var Families = []struct{ Name, Title string }{
 }
 
 // Scenarios is the catalogue, in teaching order.
-var Scenarios = []Scenario{
+// The replica scenarios (replicas.go) come last.
+var Scenarios = append([]Scenario{
 	{
 		Name: "double_click", Title: "Double click on Pay", Family: FamilyConcurrency,
 		RealLife:  "The customer clicks Pay twice; the browser sends two identical requests with the same key, a few milliseconds apart.",
@@ -382,7 +386,7 @@ var Scenarios = []Scenario{
 			{Triage: &Triage{Action: "refund_extra_charge", OrderOf: "repair", Copies: 2}},
 		},
 	},
-}
+}, replicaScenarios...)
 
 // crashSteps are the steps of a crash scenario: a checkout whose connection dies with the
 // shop, a restart, and the client's retry with the same key. The retry waits (409, in

@@ -15,10 +15,12 @@ import (
 )
 
 const usage = `usage: shop lab list | shop lab run [--json | --verbose | --timeline] [--seed N] [--database-url URL | --shop URL [--gateway URL]] [scenario …]
+       shop lab chaos [flags]
 
   list   the scenarios, with the protection each one is about and what breaks without it
   run    run scenarios (all by default) twice each on a fresh stack: with every protection on,
          and with the scenario's one protection off; see shop lab run -h
+  chaos  randomized purchases on several replicas, with faults and kills; see shop lab chaos -h
   shop   a crash scenario's shop, which lab run starts as a child process; see shop lab shop -h`
 
 // Command is `shop lab` with args: list, run, or shop (a crash scenario's child process).
@@ -42,6 +44,10 @@ func (r *Runner) Command(ctx context.Context, args []string, stdout, stderr io.W
 		return r.run(ctx, args[1:], stdout, stderr)
 	case "shop":
 		return r.serveChild(ctx, args[1:], stdout)
+	case "chaos":
+		if r.Chaos != nil {
+			return r.Chaos(ctx, args[1:], stdout, stderr)
+		}
 	}
 	return errors.New(usage)
 }

@@ -53,6 +53,8 @@ type Runner struct {
 	// Seed makes a run's idempotency keys and customer (lab run --seed); 0 picks one per run.
 	// A run records its seed, so that it can be run again with the same keys.
 	Seed int64
+	// Chaos is `shop lab chaos` (package chaos, which builds on this one), nil if not wired.
+	Chaos func(ctx context.Context, args []string, stdout, stderr io.Writer) error
 }
 
 // labEnv is the environment of a lab stack: free ports, short timeouts (as in the tests), so
@@ -104,6 +106,9 @@ func (r *Runner) RunScenario(ctx context.Context, s lab.Scenario, mode lab.Mode)
 	start := func() (*target, error) { return r.startStack(ctx, p) }
 	if s.CrashAt != "" {
 		start = func() (*target, error) { return r.startCrashTarget(ctx, p, s.CrashAt) }
+	}
+	if s.Replicas != nil {
+		start = func() (*target, error) { return r.startReplicaTarget(ctx, p, s) }
 	}
 	t, err := start()
 	if err != nil {
@@ -269,6 +274,9 @@ func (r *Runner) runningShop(shopURL, gatewayURL string) (*target, error) {
 // needsLabStack says why s cannot run against a running shop, or "" if it can: a crash point
 // and an early reaper run need a shop the lab started itself.
 func needsLabStack(s lab.Scenario) string {
+	if s.Replicas != nil {
+		return "it runs its own replicas behind a load balancer"
+	}
 	if s.CrashAt != "" {
 		return "it kills the shop at a crash point"
 	}
