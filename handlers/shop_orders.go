@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -85,6 +86,10 @@ func (s *Storefront) order(c echo.Context) error {
 		// The journal is for people looking into an order; if it cannot be read, the
 		// customer still gets the order page, without that section.
 		s.journalSection(c, o, &vm)
+		if c.QueryParam("poll") == "journal" && c.Request().Header.Get("HX-Request") == "true" {
+			c.Response().Header().Set(echo.HeaderCacheControl, "no-store")
+			return render(c, http.StatusOK, pages.JournalEvents(vm.Journal, vm.JournalPage.Poll))
+		}
 	}
 	// The order can take a new payment when it is not paid or expired and no payment is in
 	// flight: a second payment while one is unconfirmed would be a second charge waiting to
@@ -114,6 +119,10 @@ func mayView(c echo.Context, o *models.Order) (bool, error) {
 
 // journalPageSize is how many journal events the order page shows at a time.
 const journalPageSize = 100
+
+// journalLiveFor is how long after an order's last event its "What happened" keeps refreshing
+// itself: long enough for a late webhook and the receipt and shipment jobs.
+const journalLiveFor = 30 * time.Second
 
 // journalSection fills the order page's "What happened" with one page of the order's journal
 // (?journal=N, from 1) and links to the pages before and after it.
@@ -160,6 +169,15 @@ func (s *Storefront) journalSection(c echo.Context, o *models.Order, vm *pages.O
 		vm.JournalPage.Later = link(n + 1)
 	}
 	vm.JournalPage.Open = c.QueryParam("journal") != ""
+	// Live while young, on the last page only (earlier pages do not change).
+	if young := vm.Confirming || len(page.Events) > 0 && time.Since(page.Events[len(page.Events)-1].At) < journalLiveFor; young && vm.JournalPage.Later == "" {
+		q := url.Values{}
+		for k, v := range c.QueryParams() {
+			q[k] = v
+		}
+		q.Set("poll", "journal")
+		vm.JournalPage.Poll = c.Request().URL.Path + "?" + q.Encode()
+	}
 	if lost && o.Status == models.OrderPaid && succeededPayments(o) == 1 {
 		vm.Recovered = "Response lost — recovered, charged once"
 	}

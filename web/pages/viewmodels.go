@@ -165,6 +165,10 @@ type JournalPage struct {
 	Earlier string // the page before; "" on the first
 	Later   string // the page after; "" on the last
 	Open    bool   // the reader asked for a page of it: show the journal unfolded
+	// Poll, while the order's operation is young (its last event a few seconds old, or a
+	// payment still pending), is where the events refresh from every two seconds: the
+	// webhook, the receipt and the shipment arrive after the answer. "" once it is quiet.
+	Poll string
 }
 
 // JournalRow is one event of an order's journal, as shown in "What happened".
