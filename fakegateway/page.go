@@ -14,18 +14,16 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
-
-	"checkoutlab/web/components"
 )
 
 //go:embed page.html
 var pageFiles embed.FS
 
 var pageTemplate = template.Must(template.New("page.html").Funcs(template.FuncMap{
-	"money":  components.Money,
+	"money":  money,
 	"clock":  func(t time.Time) string { return t.UTC().Format("15:04:05") },
 	"unix":   func(unix int64) time.Time { return time.Unix(unix, 0) },
-	"digits": components.CardDigits,
+	"digits": cardDigits,
 }).ParseFS(pageFiles, "page.html"))
 
 // pageView is everything the page shows; the template does no I/O.
