@@ -187,7 +187,7 @@ func (g *Gateway) createCharge(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	g.nudge()
+	g.nudge(res.charge.ID)
 	log = log.With("charge_id", res.charge.ID, "status", res.charge.Status, "replayed", res.replayed)
 	log.InfoContext(ctx, "charge committed or replayed")
 
@@ -427,7 +427,7 @@ func (g *Gateway) refundCharge(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	g.nudge()
+	g.nudge(id)
 	g.log.InfoContext(ctx, "charge refunded", "charge_id", id)
 	return c.JSON(http.StatusOK, ch.view())
 }

@@ -26,6 +26,10 @@ const (
 	DefaultMaxAttempts     = 8
 	DefaultPollInterval    = 500 * time.Millisecond
 	DefaultDeliveryTimeout = 10 * time.Second
+	// DefaultSenders is how many webhooks are sent at once. A delivery mostly waits for the
+	// receiver (the shop's handler runs a transaction per webhook), so a handful of senders
+	// keeps up with a busy shop on two cores; more only queue for the database.
+	DefaultSenders = 8
 	// DefaultFaultDelay is the delay_ms of timeout_before_commit and commit_then_delay when
 	// none is given: longer than any sensible client timeout.
 	DefaultFaultDelay = 30 * time.Second
@@ -61,6 +65,9 @@ type Config struct {
 	PollInterval time.Duration
 	// DeliveryTimeout bounds one POST to WebhookURL.
 	DeliveryTimeout time.Duration
+	// Senders is how many deliveries are sent at once (see runSenders: the deliveries of one
+	// charge still go one after the other, in order). Default: DefaultSenders.
+	Senders int
 	// Now is the clock; tests may replace it. Default: time.Now.
 	Now func() time.Time
 	// ControlToken, when set, guards the operator's side of the gateway: the control API
@@ -88,10 +95,11 @@ type Gateway struct {
 	faults     *faultDice
 	sessionKey []byte // signs the page's session cookie and CSRF tokens
 
-	wake      chan struct{} // nudges the sender after a commit that wrote deliveries
-	closing   chan struct{} // closed by Close: ends hanging fault handlers and the sender
-	closeOnce sync.Once
-	running   sync.WaitGroup
+	wake       []chan struct{} // one per sender: nudges it after a commit that wrote deliveries
+	claimToken string          // marks the deliveries this process's senders have claimed
+	closing    chan struct{}   // closed by Close: ends hanging fault handlers and the sender
+	closeOnce  sync.Once
+	running    sync.WaitGroup
 }
 
 // New checks cfg and returns a Gateway. It returns an error if DB is nil, the webhook secret
@@ -144,24 +152,46 @@ func New(cfg Config) (*Gateway, error) {
 	if cfg.MaxAttempts <= 0 {
 		cfg.MaxAttempts = DefaultMaxAttempts
 	}
+	if cfg.Senders <= 0 {
+		cfg.Senders = DefaultSenders
+	}
+	cfg.Senders = min(cfg.Senders, laneCount) // a sender without a lane would idle
+	wake := make([]chan struct{}, cfg.Senders)
+	for i := range wake {
+		wake[i] = make(chan struct{}, 1)
+	}
 	return &Gateway{
 		db:     cfg.DB,
 		cfg:    cfg,
 		log:    cfg.Logger.With("component", "fakegateway"),
 		signer: signer,
-		// The sender's client must not follow redirects into surprises or reuse a broken
-		// connection silently; a plain client with a timeout is what real providers use.
-		httpClient: &http.Client{Timeout: cfg.DeliveryTimeout},
+		// A plain client with a timeout, as real providers use, on a transport of its own
+		// that keeps a connection per sender alive between deliveries.
+		httpClient: &http.Client{Timeout: cfg.DeliveryTimeout, Transport: newWebhookTransport(cfg.Senders)},
 		faults:     newFaultDice(),
 		sessionKey: newSessionKey(cfg.ControlToken),
-		wake:       make(chan struct{}, 1),
+		wake:       wake,
+		claimToken: newID("snd"),
 		closing:    make(chan struct{}),
 	}, nil
 }
 
-// Start runs the webhook sender until ctx ends or Close is called. It resumes every delivery
-// still pending in the database, including those left by a previous process. Start blocks;
-// run it in its own goroutine.
+// newWebhookTransport is the senders' HTTP transport: http.DefaultTransport's settings and
+// timeouts, keep-alive on, but as many idle connections kept per host as there are senders
+// (the default keeps 2), so that busy senders reuse their connections to the shop instead of
+// opening one per webhook. Every webhook sent goes through here: wrap the transport (tracing,
+// metrics) in this one place.
+func newWebhookTransport(senders int) http.RoundTripper {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = senders
+	t.MaxIdleConns = max(t.MaxIdleConns, senders)
+	return t
+}
+
+// Start runs the webhook senders until ctx ends or Close is called. It resumes every delivery
+// still pending in the database, including those left by a previous process (once their
+// claim has run out, if that process died while sending them). Start blocks; run it in its
+// own goroutine.
 func (g *Gateway) Start(ctx context.Context) {
 	g.running.Add(1)
 	defer g.running.Done()
@@ -174,11 +204,11 @@ func (g *Gateway) Start(ctx context.Context) {
 		case <-ctx.Done():
 		}
 	}()
-	g.runSender(ctx)
+	g.runSenders(ctx)
 }
 
-// Close stops the sender and releases handlers that are hanging on purpose (the timeout and
-// delay faults), then waits for the sender to return. It does not close the database, which
+// Close stops the senders and releases handlers that are hanging on purpose (the timeout and
+// delay faults), then waits for the senders to return. It does not close the database, which
 // belongs to the caller. Close is safe to call more than once.
 func (g *Gateway) Close() error {
 	g.closeOnce.Do(func() { close(g.closing) })
@@ -190,10 +220,11 @@ func (g *Gateway) Close() error {
 // keep, so a time read back compares equal to the one written.
 func (g *Gateway) now() time.Time { return g.cfg.Now().UTC().Truncate(time.Microsecond) }
 
-// nudge wakes the sender without blocking; one pending nudge is as good as many.
-func (g *Gateway) nudge() {
+// nudge wakes the sender of chargeID's deliveries without blocking; one pending nudge is as
+// good as many.
+func (g *Gateway) nudge(chargeID string) {
 	select {
-	case g.wake <- struct{}{}:
+	case g.wake[laneOf(chargeID)%len(g.wake)] <- struct{}{}:
 	default:
 	}
 }

@@ -89,6 +89,11 @@ type deliveryRow struct {
 	DeliveredAt   *time.Time
 	LastError     string
 	CreatedAt     time.Time
+	// Lane, ClaimedBy and ClaimedUntil are the senders' bookkeeping (migration 00003): which
+	// sender sends it, and who has taken it until when.
+	Lane         int
+	ClaimedBy    string
+	ClaimedUntil *time.Time
 }
 
 func (deliveryRow) TableName() string { return "gw_deliveries" }

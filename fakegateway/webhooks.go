@@ -2,13 +2,17 @@ package fakegateway
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
@@ -83,8 +87,8 @@ func (g *Gateway) enqueueEvents(tx *gorm.DB, ch chargeRow, types []string, plan 
 		if err := tx.Create(&eventRow{ID: ev.ID, Type: typ, ChargeID: ch.ID, Payload: string(payload), CreatedAt: now}).Error; err != nil {
 			return fmt.Errorf("store event: %w", err)
 		}
-		// The sender sends due deliveries in (next_attempt_at, id) order; a millisecond per
-		// position fixes the order, reversed for webhook_reorder.
+		// The sender of the charge's lane sends its due deliveries in (next_attempt_at, id)
+		// order; a millisecond per position fixes the order, reversed for webhook_reorder.
 		pos := i
 		if plan.reverse {
 			pos = len(types) - 1 - i
@@ -95,7 +99,8 @@ func (g *Gateway) enqueueEvents(tx *gorm.DB, ch chargeRow, types []string, plan 
 			if copyNo > 0 {
 				reason = "duplicate"
 			}
-			d := deliveryRow{EventID: ev.ID, Reason: reason, Status: deliveryPending, NextAttemptAt: due, CreatedAt: now}
+			d := deliveryRow{EventID: ev.ID, Reason: reason, Status: deliveryPending, NextAttemptAt: due, CreatedAt: now,
+				Lane: laneOf(ch.ID)}
 			if err := tx.Create(&d).Error; err != nil {
 				return fmt.Errorf("store delivery: %w", err)
 			}
@@ -117,48 +122,100 @@ func (g *Gateway) resendEvent(ctx context.Context, eventID string) (Delivery, er
 		return Delivery{}, fmt.Errorf("load event: %w", err)
 	}
 	now := g.now()
-	d := deliveryRow{EventID: ev.ID, Reason: "resend", Status: deliveryPending, NextAttemptAt: now, CreatedAt: now}
+	d := deliveryRow{EventID: ev.ID, Reason: "resend", Status: deliveryPending, NextAttemptAt: now, CreatedAt: now,
+		Lane: laneOf(ev.ChargeID)}
 	if err := g.db.WithContext(ctx).Create(&d).Error; err != nil {
 		return Delivery{}, fmt.Errorf("queue resend: %w", err)
 	}
-	g.nudge()
+	g.nudge(ev.ChargeID)
 	g.log.InfoContext(ctx, "event resend queued", "event_id", ev.ID, "delivery_id", d.ID)
 	return d.view(ev, nil), nil
 }
 
-// runSender delivers due webhooks until ctx ends. Deliveries are sent one at a time, oldest
-// due first, which keeps the order of events meaningful (and webhook_reorder visible).
-func (g *Gateway) runSender(ctx context.Context) {
+// The senders. Deliveries are sent by Config.Senders goroutines at once, so one slow or busy
+// receiver answer does not hold up every other webhook. Two rules keep the faults meaningful:
+//
+//   - Every delivery of one charge is sent by the same sender, one after the other, oldest due
+//     first, exactly as a single sender would: charge.pending before charge.succeeded, and the
+//     reverse when webhook_reorder made them fall due the other way round. A delivery's lane
+//     (laneOf its charge) says which sender: lane % Senders.
+//   - A sender claims the deliveries it is about to send in one UPDATE … RETURNING that sets
+//     claimed_by and claimed_until, so no other sender — of this process or of another
+//     gateway process on the same database — takes them as well. On PostgreSQL the UPDATE's
+//     subquery locks the rows it picks FOR UPDATE SKIP LOCKED: two claims running at the
+//     same moment pick different rows instead of waiting for each other. SQLite has one
+//     writer at a time, so the same UPDATE is atomic there without it.
+//
+// A claim is a lease rather than a flag: if the process dies with deliveries claimed, they
+// are taken again once claimed_until has passed (claimLease), as a real provider retries a
+// delivery it never heard back about. A sender that stops cleanly gives its claims back.
+
+// laneCount is how many lanes there are. Any number larger than the senders works; lanes are
+// fixed when a delivery is written, so the number of senders may change between starts.
+const laneCount = 1024
+
+// claimBatch is how many due deliveries of its lanes a sender claims at once.
+const claimBatch = 8
+
+// laneOf is the lane of every delivery of the charge chargeID.
+func laneOf(chargeID string) int {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(chargeID)) // a hash never fails to write
+	return int(h.Sum32() % laneCount)
+}
+
+// claimLease is how long a claim holds: long enough to send a whole batch, each attempt
+// bounded by DeliveryTimeout, with a margin for the database. Only a dead process's claims
+// ever run out; a sender records every attempt well within it.
+func (g *Gateway) claimLease() time.Duration {
+	return claimBatch*g.cfg.DeliveryTimeout + 10*time.Second
+}
+
+// runSenders runs the senders until ctx ends, then gives back the claims this process still
+// holds (an attempt cut short by the shutdown), so the next process need not wait for their
+// lease to run out.
+func (g *Gateway) runSenders(ctx context.Context) {
 	if g.cfg.WebhookURL == "" {
 		g.log.Warn("no webhook URL configured: events are recorded but not sent")
 	}
-	g.log.Info("webhook sender started", "url", g.cfg.WebhookURL)
+	g.log.Info("webhook senders started", "url", g.cfg.WebhookURL, "senders", g.cfg.Senders)
+	var wg sync.WaitGroup
+	for n := range g.cfg.Senders {
+		wg.Add(1)
+		go func() { defer wg.Done(); g.runSender(ctx, n) }()
+	}
+	wg.Wait()
+	g.releaseClaims()
+	g.log.Info("webhook senders stopped")
+}
+
+// runSender is sender n: it delivers the due webhooks of its lanes whenever it is nudged or
+// PollInterval has passed, until ctx ends.
+func (g *Gateway) runSender(ctx context.Context, n int) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			g.log.Info("webhook sender stopped")
 			return
 		case <-timer.C:
-		case <-g.wake:
+		case <-g.wake[n]:
 		}
 		if g.cfg.WebhookURL != "" {
-			if err := g.deliverDue(ctx); err != nil && ctx.Err() == nil {
-				g.log.Error("deliver webhooks", "err", err)
+			if err := g.deliverDue(ctx, n); err != nil && ctx.Err() == nil {
+				g.log.Error("deliver webhooks", "sender", n, "err", err)
 			}
 		}
 		timer.Reset(g.cfg.PollInterval)
 	}
 }
 
-// deliverDue sends every delivery that is due, batch by batch, until none is left.
-func (g *Gateway) deliverDue(ctx context.Context) error {
+// deliverDue sends every due delivery of sender n's lanes, batch by batch, until none is left.
+func (g *Gateway) deliverDue(ctx context.Context, n int) error {
 	for ctx.Err() == nil {
-		var due []deliveryRow
-		if err := g.db.WithContext(ctx).Where("status = ? AND next_attempt_at <= ?", deliveryPending, g.now()).
-			Order("next_attempt_at, id").Limit(20).Find(&due).Error; err != nil {
-			return fmt.Errorf("load due deliveries: %w", err)
+		due, err := g.claimDue(ctx, n)
+		if err != nil {
+			return err
 		}
 		if len(due) == 0 {
 			return nil
@@ -184,6 +241,50 @@ func (g *Gateway) deliverDue(ctx context.Context) error {
 	return nil
 }
 
+// claimDue claims up to claimBatch due deliveries of sender n's lanes for this process and
+// returns them oldest due first. A delivery is due when it is pending, its next attempt time
+// has come and nobody holds a live claim on it.
+func (g *Gateway) claimDue(ctx context.Context, n int) ([]deliveryRow, error) {
+	lock := "" // SQLite: one writer at a time, the UPDATE alone is atomic
+	if g.db.Dialector.Name() == "postgres" {
+		lock = "FOR UPDATE SKIP LOCKED"
+	}
+	q := `UPDATE gw_deliveries SET claimed_by = ?, claimed_until = ?
+		WHERE id IN (
+			SELECT id FROM gw_deliveries
+			WHERE status = ? AND next_attempt_at <= ? AND (claimed_until IS NULL OR claimed_until <= ?)
+			AND lane % ? = ?
+			ORDER BY next_attempt_at, id LIMIT ? ` + lock + `)
+		RETURNING *`
+	now := g.now()
+	var due []deliveryRow
+	if err := g.db.WithContext(ctx).Raw(q, g.claimToken, now.Add(g.claimLease()),
+		deliveryPending, now, now, g.cfg.Senders, n, claimBatch).Scan(&due).Error; err != nil {
+		return nil, fmt.Errorf("claim due deliveries: %w", err)
+	}
+	// RETURNING gives the rows in no promised order.
+	slices.SortFunc(due, func(a, b deliveryRow) int {
+		return cmp.Or(a.NextAttemptAt.Compare(b.NextAttemptAt), cmp.Compare(a.ID, b.ID))
+	})
+	return due, nil
+}
+
+// releaseClaims gives back the claims this process holds on deliveries still pending. It runs
+// once the senders have stopped, with a context of its own: the senders' has ended.
+func (g *Gateway) releaseClaims() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := g.db.WithContext(ctx).Model(&deliveryRow{}).Where("claimed_by = ? AND status = ?", g.claimToken, deliveryPending).
+		Updates(map[string]any{"claimed_by": "", "claimed_until": nil}).Error
+	if err != nil {
+		g.log.Warn("give back claimed deliveries: they will be sent again once their claim runs out", "err", err)
+	}
+}
+
+// errClaimLost is a delivery whose claim ran out and was taken by another sender before this
+// one recorded its attempt: that sender records its own.
+var errClaimLost = errors.New("the claim on the delivery ran out before its attempt was recorded")
+
 // attempt makes one delivery attempt and records it. A 2xx marks the delivery delivered;
 // anything else schedules the next attempt after the backoff, or marks it failed once
 // MaxAttempts is reached. The webhook_fail fault fails an attempt without sending it, as if the
@@ -206,7 +307,7 @@ func (g *Gateway) attempt(ctx context.Context, d deliveryRow, ev eventRow) error
 		status, sendErr = g.send(ctx, ev)
 	}
 	if ctx.Err() != nil {
-		return nil // shutting down: the delivery stays pending and the next process resumes it
+		return nil // shutting down: the delivery stays pending, runSenders gives its claim back
 	}
 	latency := time.Since(start)
 	now := g.now()
@@ -233,16 +334,27 @@ func (g *Gateway) attempt(ctx context.Context, d deliveryRow, ev eventRow) error
 			log.Info("webhook attempt failed, will retry", "status", status, "err", a.Error, "retry_in", next)
 		}
 	}
+	// The attempt is recorded and the claim given back in one transaction, and only while the
+	// claim is still this process's.
+	upd["claimed_by"], upd["claimed_until"] = "", nil
 	err = g.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		res := tx.Model(&deliveryRow{}).Where("id = ? AND claimed_by = ?", d.ID, g.claimToken).Updates(upd)
+		if res.Error != nil {
+			return fmt.Errorf("update delivery: %w", res.Error)
+		}
+		if res.RowsAffected == 0 {
+			return errClaimLost
+		}
 		if err := tx.Create(&a).Error; err != nil {
 			return fmt.Errorf("record attempt: %w", err)
 		}
-		if err := tx.Model(&deliveryRow{}).Where("id = ?", d.ID).Updates(upd).Error; err != nil {
-			return fmt.Errorf("update delivery: %w", err)
-		}
 		return nil
 	})
-	if err != nil && ctx.Err() != nil {
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return nil
+	case errors.Is(err, errClaimLost):
+		log.Warn("webhook attempt not recorded", "err", err)
 		return nil
 	}
 	return err
