@@ -32,9 +32,36 @@ const (
 // MinSQLiteVersion is the oldest embedded SQLite we accept: the job queue needs jsonb().
 const MinSQLiteVersion = "3.45.0"
 
+// PostgresPoolSize is the default size of the shop's PostgreSQL pool (DB_POOL_SIZE). On two
+// cores PostgreSQL does its best work with a few busy connections; 20 leave room for the
+// requests in flight (8 clients, each holding one while its transaction runs) and for the job
+// queue's workers (payments.JobWorkers, half the pool) without letting either starve the
+// other, and many stacks fit in PostgreSQL's default 100 connections. SQLite's pool is always
+// one connection: see openSQLite.
+const PostgresPoolSize = 20
+
 // Open connects to PostgreSQL when databaseURL starts with postgres:// (or postgresql://), and
-// otherwise opens (creating it if needed) the embedded SQLite file name under dataDir.
+// otherwise opens (creating it if needed) the embedded SQLite file name under dataDir. The
+// PostgreSQL pool has PostgresPoolSize connections.
 func Open(ctx context.Context, databaseURL, dataDir, name string) (*gorm.DB, error) {
+	return OpenPool(ctx, databaseURL, dataDir, name, PostgresPoolSize)
+}
+
+// PoolSize is how many connections db's pool opens at most: 1 on SQLite.
+func PoolSize(db *gorm.DB) int {
+	sqlDB, err := db.DB()
+	if err != nil {
+		return 1
+	}
+	return max(sqlDB.Stats().MaxOpenConnections, 1)
+}
+
+// OpenPool is Open with a PostgreSQL pool of poolSize connections (PostgresPoolSize if
+// poolSize is zero or less). SQLite ignores it: it keeps its one connection.
+func OpenPool(ctx context.Context, databaseURL, dataDir, name string, poolSize int) (*gorm.DB, error) {
+	if poolSize <= 0 {
+		poolSize = PostgresPoolSize
+	}
 	cfg := &gorm.Config{
 		Logger:                 logger.Discard,
 		SkipDefaultTransaction: true, // our stores open transactions where they mean them
@@ -52,8 +79,8 @@ func Open(ctx context.Context, databaseURL, dataDir, name string) (*gorm.DB, err
 		if err != nil {
 			return nil, err
 		}
-		sqlDB.SetMaxOpenConns(20)
-		sqlDB.SetMaxIdleConns(20)
+		sqlDB.SetMaxOpenConns(poolSize)
+		sqlDB.SetMaxIdleConns(poolSize) // kept open: a connection costs PostgreSQL a process to start
 		sqlDB.SetConnMaxIdleTime(5 * time.Minute)
 		if err := sqlDB.PingContext(ctx); err != nil {
 			return nil, fmt.Errorf("connect to postgres: %w", err)

@@ -12,6 +12,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"checkoutlab/models"
 )
 
 // GatewayClient talks to the payment gateway (the fake gateway, or anything that speaks its
@@ -35,8 +37,29 @@ func NewGatewayClient(baseURL string, timeout time.Duration) *GatewayClient {
 	}
 	return &GatewayClient{
 		baseURL: strings.TrimRight(baseURL, "/"),
-		http:    &http.Client{Timeout: timeout},
+		http:    &http.Client{Timeout: timeout, Transport: newGatewayTransport(GatewayConns)},
 	}
+}
+
+// GatewayConns is how many idle connections to the gateway the client keeps for reuse. A
+// checkout makes one gateway call at a time, and the database pool bounds how many checkouts
+// make progress at once (models.PostgresPoolSize by default; SQLite serves fewer still), so
+// this many let every one of them reuse a connection instead of opening a new one per call.
+// An idle connection costs a file descriptor and closes by itself after 90 s.
+const GatewayConns = 2 * models.PostgresPoolSize
+
+// newGatewayTransport is the client's HTTP transport: http.DefaultTransport's settings and
+// timeouts, keep-alive on, but conns idle connections kept per host instead of 2. Every
+// call to the gateway goes through here: wrap the transport (tracing, metrics) in this one
+// place.
+//
+// Reusing connections does not make a call happen twice: net/http resends a request on its
+// own only when it can rewind the body, and do sets req.GetBody = nil for that reason.
+func newGatewayTransport(conns int) http.RoundTripper {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = conns
+	t.MaxIdleConns = max(t.MaxIdleConns, conns)
+	return t
 }
 
 // GatewayCharge is a charge as the gateway reports it.
@@ -297,7 +320,11 @@ func (c *GatewayClient) do(ctx context.Context, method, path string, body []byte
 	if err != nil {
 		return 0, nil, nil, err
 	}
-	// Without GetBody net/http cannot replay the body, so it never resends on its own.
+	// ONE attempt per call. net/http resends a request on its own when a kept-alive connection
+	// turns out to be dead, if it may (an Idempotency-Key header makes a POST "replayable")
+	// and if it can rewind the body. Without GetBody it cannot, so a charge whose connection
+	// dies is reported as the Unknown outcome it is, never silently sent again.
+	// (A GET, having no body, may still be resent that way: a read is harmless to repeat.)
 	req.GetBody = nil
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")

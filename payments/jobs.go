@@ -75,6 +75,25 @@ type JobsConfig struct {
 	// timeout is half of it. Every job here is safe to run twice (the receiving side dedupes),
 	// so this can be short. Default 1 minute; River's own default is over an hour.
 	RescueAfter time.Duration
+	// Workers is how many jobs run at once. Default (zero): JobWorkers(DB).
+	MaxWorkers int
+}
+
+// JobWorkers sizes the job queue to the database pool, as NewJobs does by default.
+//
+// Every job here is a short transaction or two, so a worker mostly holds a database
+// connection, and workers beyond the pool only wait for one. On PostgreSQL the queue gets half
+// the pool (10 of models.PostgresPoolSize): enough to drain what 8 clients produce, while the
+// other half stays free for the requests that produce it, so a backlog of jobs cannot starve
+// checkouts. SQLite has one connection and one writer, so the jobs queue for it whatever the
+// number of workers; 8 still pay, because River fetches as many jobs at once as it has free
+// workers (one fetch per batch instead of per job) and a job's work off the database overlaps
+// the next one's.
+func JobWorkers(db *gorm.DB) int {
+	if models.Dialect(db) == models.SQLite {
+		return 8
+	}
+	return max(models.PoolSize(db)/2, 1)
 }
 
 // NewJobs builds the job queue client; Start runs its workers.
@@ -95,12 +114,21 @@ func NewJobs(cfg JobsConfig) (*Jobs, error) {
 	if rescueAfter <= 0 {
 		rescueAfter = time.Minute
 	}
+	workers := cfg.MaxWorkers
+	if workers <= 0 {
+		workers = JobWorkers(cfg.DB)
+	}
 	client, err := river.NewClient(drv, &river.Config{
-		Queues:               map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 4}},
-		Workers:              cfg.Workers,
-		PeriodicJobs:         cfg.Periodic,
-		FetchPollInterval:    poll,
-		FetchCooldown:        poll / 4,
+		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: workers}},
+		Workers:           cfg.Workers,
+		PeriodicJobs:      cfg.Periodic,
+		FetchPollInterval: poll,
+		// While jobs wait, River fetches again as soon as a worker is free, but not sooner
+		// than FetchCooldown after the last fetch; each fetch takes up to one job per free
+		// worker. So the queue runs at most workers/FetchCooldown jobs a second: 10 ms keeps
+		// that well above what a busy shop produces (8 workers: 800 a second). An idle queue
+		// still polls only every PollInterval.
+		FetchCooldown:        min(10*time.Millisecond, poll),
 		MaxAttempts:          25,
 		JobTimeout:           rescueAfter / 2,
 		RescueStuckJobsAfter: rescueAfter,

@@ -54,6 +54,9 @@ func settings(c *stack.Config) []setting {
 		{"COMPLETER_BATCH", "completer-batch", strconv.Itoa(payments.DefaultCompleterBatch), "how many abandoned operations a completer pass takes on at most, tenants in turn", positive(&c.CompleterBatch)},
 		{"ORDER_HOLD", "order-hold", "30m", "how long an unpaid order holds its stock after its last attempt before it expires", duration(&c.OrderHold)},
 		{"JOB_RESCUE_AFTER", "job-rescue-after", "1m", "how long a side-effect job taken by a process that died waits before it runs again", duration(&c.JobRescueAfter)},
+		{"DB_POOL_SIZE", "db-pool-size", strconv.Itoa(models.PostgresPoolSize), "connections of the PostgreSQL pool (SQLite always has one)", positive(&c.DBPoolSize)},
+		{"JOB_WORKERS", "job-workers", "0", "side-effect jobs run at once; 0 sizes them to the pool (half of it on PostgreSQL, 8 on SQLite)", atLeastZero(&c.JobWorkers)},
+		{"WEBHOOK_SENDERS", "webhook-senders", strconv.Itoa(fakegateway.DefaultSenders), "webhooks the in-process gateway sends at once (one charge's stay in order)", positive(&c.WebhookSenders)},
 		{"SHOP_CRASH_AT", "crash-at", "", "crash point for failure drills", crashPoint(&c.CrashAt)},
 		{"SHOP_API_KEYS", "api-keys", "acme=sk_test_acme,globex=sk_test_globex", "demo API keys as tenant=key,… used when seeding", apiKeys(&c.APIKeys)},
 		{"LOG_LEVEL", "log-level", "info", "debug, info, warn or error", oneOf(&c.LogLevel, "debug", "info", "warn", "error")},
@@ -194,6 +197,17 @@ func positive(dst *int) func(string) error {
 		n, err := strconv.Atoi(v)
 		if err != nil || n <= 0 {
 			return fmt.Errorf("%q: want a whole number above 0", v)
+		}
+		*dst = n
+		return nil
+	}
+}
+
+func atLeastZero(dst *int) func(string) error {
+	return func(v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return fmt.Errorf("%q: want a whole number, 0 or above", v)
 		}
 		*dst = n
 		return nil

@@ -66,6 +66,7 @@ func mountRoutes(p stack.Parts) (*stack.Background, error) {
 	}
 	jobs, err := payments.NewJobs(payments.JobsConfig{DB: db, Workers: workers, Periodic: periodic,
 		RescueAfter: cfg.JobRescueAfter,
+		MaxWorkers:  cfg.JobWorkers,
 		Logger:      slog.New(atLeast{slog.LevelWarn, logger.Handler()}).With("component", "jobs")})
 	if err != nil {
 		return nil, err

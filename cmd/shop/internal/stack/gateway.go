@@ -33,6 +33,7 @@ func StartGateway(ctx context.Context, cfg Config, logger *slog.Logger) (*Gatewa
 		WebhookURL:    cfg.ShopPublicURL + "/webhooks/gateway",
 		WebhookSecret: cfg.WebhookSecret,
 		ControlToken:  cfg.GatewayControlToken,
+		Senders:       cfg.WebhookSenders,
 		Logger:        logger,
 	})
 	if err != nil {

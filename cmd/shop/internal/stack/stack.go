@@ -55,6 +55,9 @@ type Config struct {
 	CompleterInterval    time.Duration
 	CompleterBatch       int
 	JobRescueAfter       time.Duration
+	DBPoolSize           int // connections of the PostgreSQL pool; SQLite always has one
+	JobWorkers           int // jobs run at once; 0 sizes the queue to the pool (payments.JobWorkers)
+	WebhookSenders       int // webhooks the in-process gateway sends at once
 	CrashAt              string
 	APIKeys              map[string]string // tenant id → API key, for seeding the demo
 	LogLevel             string
@@ -135,7 +138,7 @@ type Stack struct {
 // Migrate opens cfg's database, applies the shop's migrations and the job queue's, and
 // returns the database for the caller to close.
 func Migrate(ctx context.Context, cfg Config) (*gorm.DB, error) {
-	db, err := models.Open(ctx, cfg.DatabaseURL, cfg.DataDir, "shop.db")
+	db, err := models.OpenPool(ctx, cfg.DatabaseURL, cfg.DataDir, "shop.db", cfg.DBPoolSize)
 	if err != nil {
 		return nil, err
 	}
