@@ -61,7 +61,8 @@ type Config struct {
 	RetryBase   time.Duration
 	RetryMax    time.Duration
 	MaxAttempts int
-	// PollInterval is how often the sender looks for due deliveries when nothing wakes it.
+	// PollInterval is how often the gateway looks for due deliveries that no commit of its own
+	// announced (retries, delays, another process's deliveries).
 	PollInterval time.Duration
 	// DeliveryTimeout bounds one POST to WebhookURL.
 	DeliveryTimeout time.Duration
@@ -222,9 +223,12 @@ func (g *Gateway) now() time.Time { return g.cfg.Now().UTC().Truncate(time.Micro
 
 // nudge wakes the sender of chargeID's deliveries without blocking; one pending nudge is as
 // good as many.
-func (g *Gateway) nudge(chargeID string) {
+func (g *Gateway) nudge(chargeID string) { g.wakeSender(laneOf(chargeID) % len(g.wake)) }
+
+// wakeSender wakes sender n without blocking.
+func (g *Gateway) wakeSender(n int) {
 	select {
-	case g.wake[laneOf(chargeID)%len(g.wake)] <- struct{}{}:
+	case g.wake[n] <- struct{}{}:
 	default:
 	}
 }

@@ -163,8 +163,12 @@ func TestSendersDeliverEachAttemptOnce(t *testing.T) {
 						t.Errorf("event %s arrived %d times, want %d (its copies)", id, n, copies)
 					}
 				}
-				if opened, most := hooks.conns.Load(), int64(tc.instances*tc.senders); opened > most {
-					t.Errorf("senders opened %d connections to the receiver, want at most %d (one per sender)", opened, most)
+				// A sender keeps its connection. It may open a second one now and then: a
+				// connection goes back to the pool just after its answer has been read, and a
+				// sender that is quicker than that dials anew (the pool keeps one per sender,
+				// closing the spare). http.DefaultTransport keeps 2 per host, closing the rest.
+				if opened, most := hooks.conns.Load(), int64(2*tc.instances*tc.senders); opened > most {
+					t.Errorf("senders opened %d connections to the receiver, want at most %d (about one per sender)", opened, most)
 				}
 				if tc.instances == 1 {
 					mustKeepChargeOrder(t, hooks.arrived)

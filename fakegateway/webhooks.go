@@ -177,6 +177,8 @@ func (g *Gateway) claimLease() time.Duration {
 func (g *Gateway) runSenders(ctx context.Context) {
 	if g.cfg.WebhookURL == "" {
 		g.log.Warn("no webhook URL configured: events are recorded but not sent")
+		<-ctx.Done()
+		return
 	}
 	g.log.Info("webhook senders started", "url", g.cfg.WebhookURL, "senders", g.cfg.Senders)
 	var wg sync.WaitGroup
@@ -184,29 +186,53 @@ func (g *Gateway) runSenders(ctx context.Context) {
 		wg.Add(1)
 		go func() { defer wg.Done(); g.runSender(ctx, n) }()
 	}
+	g.runPoller(ctx)
 	wg.Wait()
 	g.releaseClaims()
 	g.log.Info("webhook senders stopped")
 }
 
-// runSender is sender n: it delivers the due webhooks of its lanes whenever it is nudged or
-// PollInterval has passed, until ctx ends.
+// runSender is sender n: whenever it is woken (nudge, runPoller), it delivers the due
+// webhooks of its lanes, until ctx ends.
 func (g *Gateway) runSender(ctx context.Context, n int) {
-	timer := time.NewTimer(0)
-	defer timer.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-timer.C:
 		case <-g.wake[n]:
 		}
-		if g.cfg.WebhookURL != "" {
-			if err := g.deliverDue(ctx, n); err != nil && ctx.Err() == nil {
-				g.log.Error("deliver webhooks", "sender", n, "err", err)
-			}
+		if err := g.deliverDue(ctx, n); err != nil && ctx.Err() == nil {
+			g.log.Error("deliver webhooks", "sender", n, "err", err)
 		}
-		timer.Reset(g.cfg.PollInterval)
+	}
+}
+
+// runPoller looks for due deliveries at start and then every PollInterval, and wakes the
+// senders they belong to, until ctx ends. It finds what no nudge announces: deliveries that
+// fell due since they were written (a retry after its backoff, webhook_delay), deliveries
+// written by another gateway process, claims that ran out, and whatever a sender left after
+// an error. It is one read per interval however many senders there are, where a poll by each
+// sender would be one write each (a claim), most of them finding nothing.
+func (g *Gateway) runPoller(ctx context.Context) {
+	ticker := time.NewTicker(g.cfg.PollInterval)
+	defer ticker.Stop()
+	for {
+		var senders []int
+		now := g.now()
+		err := g.db.WithContext(ctx).Raw(`SELECT DISTINCT lane % ? FROM gw_deliveries
+			WHERE status = ? AND next_attempt_at <= ? AND (claimed_until IS NULL OR claimed_until <= ?)`,
+			g.cfg.Senders, deliveryPending, now, now).Scan(&senders).Error
+		if err != nil && ctx.Err() == nil {
+			g.log.Error("look for due webhooks", "err", err)
+		}
+		for _, n := range senders {
+			g.wakeSender(n)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
 	}
 }
 

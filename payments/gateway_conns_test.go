@@ -45,7 +45,7 @@ func startCounted(t *testing.T, h http.Handler) (*httptest.Server, *atomic.Int64
 }
 
 // TestGatewayClientReusesConnections: sequential calls share one connection, and 8 calls at a
-// time keep their 8: the client does not open a connection per call.
+// time keep about 8: the client does not open a connection per call.
 func TestGatewayClientReusesConnections(t *testing.T) {
 	for _, dialect := range modelstest.Dialects {
 		t.Run(dialect, func(t *testing.T) {
@@ -89,29 +89,32 @@ func TestGatewayClientReusesConnections(t *testing.T) {
 				t.Errorf("21 sequential calls opened %d connections, want 1", n)
 			}
 
-			const clients, calls = 8, 15
-			var wg sync.WaitGroup
-			errs := make(chan error, clients*calls)
-			for c := range clients {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for i := range calls {
-						if err := charge(fmt.Sprintf("par-%d-%d", c, i)); err != nil {
-							errs <- err
-						}
+			// 8 clients call at once, in rounds: between two rounds all 8 connections are idle
+			// at the same moment, which is when a pool of 2 idle connections closes 6.
+			const clients, rounds = 8, 10
+			for r := range rounds {
+				var wg sync.WaitGroup
+				errs := make(chan error, clients)
+				for c := range clients {
+					wg.Add(1)
+					go func() { defer wg.Done(); errs <- charge(fmt.Sprintf("par-%d-%d", r, c)) }()
+				}
+				wg.Wait()
+				close(errs)
+				for err := range errs {
+					if err != nil {
+						t.Fatal(err)
 					}
-				}()
+				}
 			}
-			wg.Wait()
-			close(errs)
-			for err := range errs {
-				t.Error(err)
-			}
-			// The sequential calls' connection is one of the 8.
-			if n := accepted.Load(); n > clients {
-				t.Errorf("%d calls from %d clients at a time opened %d connections in all, want at most %d",
-					clients*calls, clients, n, clients)
+			// The sequential calls' connection is one of the 8. A call may dial a spare one now
+			// and then: a connection goes back to the pool just after its answer has been read,
+			// and a call quicker than that dials anew.
+			if n, most := accepted.Load(), int64(2*clients); n > most {
+				t.Errorf("%d rounds of %d calls at once opened %d connections in all, want at most %d (about %d)",
+					rounds, clients, n, most, clients)
+			} else {
+				t.Logf("%d rounds of %d calls at once opened %d connections in all", rounds, clients, n)
 			}
 		})
 	}
