@@ -23,10 +23,11 @@ type countingReceiver struct {
 	conns atomic.Int64
 	delay time.Duration
 
-	mu      sync.Mutex
-	byID    map[string]int
-	arrived []arrival
-	total   int
+	mu          sync.Mutex
+	byID        map[string]int
+	arrived     []arrival
+	total       int
+	first, last time.Time // when the first and the latest webhook arrived
 }
 
 type arrival struct{ chargeID, eventType string }
@@ -63,6 +64,10 @@ func (r *countingReceiver) serve(w http.ResponseWriter, req *http.Request) {
 	r.byID[req.Header.Get("webhook-id")]++
 	r.arrived = append(r.arrived, arrival{ev.Data.Charge.ID, ev.Type})
 	r.total++
+	if r.first.IsZero() {
+		r.first = time.Now()
+	}
+	r.last = time.Now()
 	r.mu.Unlock()
 	w.WriteHeader(http.StatusNoContent)
 }
@@ -91,10 +96,10 @@ func backlog(t testing.TB, dialect string, charges, copies int) store {
 
 // drain starts instances gateways with senders senders each on s, as that many gateway
 // processes on one database would run, and waits until the receiver has had want webhooks.
-// It returns how long that took.
+// It returns how long they took from the first to the last, which leaves out the gateways'
+// start (opening and migrating the database).
 func drain(t testing.TB, s store, hooks *countingReceiver, instances, senders, want int) time.Duration {
 	t.Helper()
-	start := time.Now()
 	for range instances {
 		mustGatewayOn(t, s, newReceiver(t), func(c *fakegateway.Config) {
 			c.WebhookURL = hooks.srv.URL + "/webhooks/gateway"
@@ -106,7 +111,9 @@ func drain(t testing.TB, s store, hooks *countingReceiver, instances, senders, w
 			t.Fatalf("after %v: got %d webhooks, want %d", waitFor, hooks.count(), want)
 		}
 	}
-	return time.Since(start)
+	hooks.mu.Lock()
+	defer hooks.mu.Unlock()
+	return hooks.last.Sub(hooks.first)
 }
 
 // TestSendersDeliverEachAttemptOnce: a backlog of 500 deliveries drained by several senders —
@@ -129,7 +136,7 @@ func TestSendersDeliverEachAttemptOnce(t *testing.T) {
 				hooks := newCountingReceiver(t, 0)
 				took := drain(t, s, hooks, tc.instances, tc.senders, want)
 				t.Logf("%s: %d deliveries in %v with %d×%d senders (%.0f/s)", dialect, want, took,
-					tc.instances, tc.senders, float64(want)/took.Seconds())
+					tc.instances, tc.senders, float64(want-1)/took.Seconds())
 
 				db := s.mustOpen(t)
 				var pending int64
@@ -213,7 +220,7 @@ func BenchmarkSendersDrain(b *testing.B) {
 					b.StartTimer()
 					total += drain(b, s, hooks, 1, senders, want)
 				}
-				b.ReportMetric(float64(want*b.N)/total.Seconds(), "deliveries/s")
+				b.ReportMetric(float64((want-1)*b.N)/total.Seconds(), "deliveries/s")
 			})
 		}
 	}
