@@ -225,3 +225,37 @@ func BenchmarkSendersDrain(b *testing.B) {
 		}
 	}
 }
+
+// TestSendersTakeOverExpiredClaims: deliveries claimed by a process that died are sent once
+// their claim has run out; deliveries another live process holds are left to it.
+func TestSendersTakeOverExpiredClaims(t *testing.T) {
+	forEachDialect(t, func(t *testing.T, dialect string) {
+		s := backlog(t, dialect, 2, 2) // 8 deliveries
+		db := s.mustOpen(t)
+		var ids []int64
+		if err := db.Table("gw_deliveries").Order("id").Pluck("id", &ids).Error; err != nil || len(ids) != 8 {
+			t.Fatalf("got deliveries %v (%v), want 8", ids, err)
+		}
+		now := time.Now().UTC()
+		claim := func(ids []int64, by string, until time.Time) {
+			t.Helper()
+			if err := db.Table("gw_deliveries").Where("id IN ?", ids).
+				Updates(map[string]any{"claimed_by": by, "claimed_until": until}).Error; err != nil {
+				t.Fatal(err)
+			}
+		}
+		claim(ids[:3], "snd_dead", now.Add(-time.Second))
+		claim(ids[3:5], "snd_alive", now.Add(time.Hour))
+
+		hooks := newCountingReceiver(t, 0)
+		drain(t, s, hooks, 1, 4, 6)            // the 3 free ones and the 3 whose claim ran out
+		time.Sleep(20 * 10 * time.Millisecond) // twenty of the test gateway's poll intervals
+		if got := hooks.count(); got != 6 {
+			t.Errorf("got %d webhooks, want 6: the live claims are not this process's to send", got)
+		}
+		var held int64
+		if err := db.Table("gw_deliveries").Where("status = 'pending' AND claimed_by = 'snd_alive'").Count(&held).Error; err != nil || held != 2 {
+			t.Errorf("got %d deliveries still held by the live process (%v), want 2", held, err)
+		}
+	})
+}

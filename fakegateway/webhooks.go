@@ -258,13 +258,30 @@ func (g *Gateway) deliverDue(ctx context.Context, n int) error {
 		for _, e := range events {
 			byID[e.ID] = e
 		}
-		for _, d := range due {
+		for i, d := range due {
 			if err := g.attempt(ctx, d, byID[d.EventID]); err != nil {
+				g.unclaim(due[i:]) // the next wake-up tries them again, not the end of the lease
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// unclaim gives back this process's claims on the deliveries ds, which it will not attempt
+// now (a database error stopped their batch).
+func (g *Gateway) unclaim(ds []deliveryRow) {
+	ids := make([]int64, 0, len(ds))
+	for _, d := range ds {
+		ids = append(ids, d.ID)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := g.db.WithContext(ctx).Model(&deliveryRow{}).Where("id IN ? AND claimed_by = ?", ids, g.claimToken).
+		Updates(map[string]any{"claimed_by": "", "claimed_until": nil}).Error
+	if err != nil {
+		g.log.Warn("give back claimed deliveries: they will be sent again once their claim runs out", "err", err)
+	}
 }
 
 // claimDue claims up to claimBatch due deliveries of sender n's lanes for this process and
