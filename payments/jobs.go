@@ -75,7 +75,7 @@ type JobsConfig struct {
 	// timeout is half of it. Every job here is safe to run twice (the receiving side dedupes),
 	// so this can be short. Default 1 minute; River's own default is over an hour.
 	RescueAfter time.Duration
-	// Workers is how many jobs run at once. Default (zero): JobWorkers(DB).
+	// MaxWorkers is how many jobs run at once. Default (zero): JobWorkers(DB).
 	MaxWorkers int
 }
 
