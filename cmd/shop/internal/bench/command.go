@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 	"time"
 
 	"checkoutlab/cmd/shop/internal/stack"
@@ -53,7 +54,8 @@ type Runner struct {
 	// Stderr receives the progress line; nil is os.Stderr.
 	Stderr io.Writer
 
-	adminDB *sql.DB
+	adminMu sync.Mutex
+	adminDB *sql.DB // see admin
 }
 
 // Options are the flags of one run.

@@ -20,48 +20,59 @@ func writeReport(w io.Writer, res *Result) error {
 	}
 	fmt.Fprintf(&b, "shop bench: %s, %d clients, budget %s, took %s\n", db, s.Clients,
 		time.Duration(s.DurationS*float64(time.Second)), time.Duration(res.TookS*float64(time.Second)).Round(time.Second))
-	fmt.Fprintf(&b, "machine: %d CPUs, %s %s; load average %s at start, %s at end\n", m.CPUs, m.GoVersion, m.OS,
-		loadText(m.LoadStart), loadText(m.LoadEnd))
+	fmt.Fprintf(&b, "machine: %d CPUs, %s %s\n", m.CPUs, m.GoVersion, m.OS)
+	fmt.Fprintf(&b, "load average: %s at start, %s at end\n", loadText(m.LoadStart), loadText(m.LoadEnd))
 	fmt.Fprintf(&b, "figures: median of %d interleaved rounds (min–max), %.2f s per measurement\n", s.Rounds, s.CellS)
 
 	section(&b, "Creation: a new key per request; unprotected = server_idempotency off")
+	var firstErrors []string
 	t := table(&b)
-	fmt.Fprintln(t, "endpoint\tclients\tvariant\treq/s\tp50 ms\tp99 ms\tunexpected")
+	fmt.Fprintln(t, "endpoint\tclients\tvariant\treq/s\tp50 ms\tp99 ms\terrors")
 	for _, row := range res.Creation {
 		name := short(row.Endpoint)
 		for _, v := range []struct {
 			name string
 			s    Summary
 		}{{"protected", row.Protected}, {"unprotected", row.Unprotected}} {
-			fmt.Fprintf(t, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", name, row.Clients, v.name, spreadText(v.s.Throughput, "%.0f"),
-				spreadText(v.s.P50Ms, "%.2f"), spreadText(v.s.P99Ms, "%.1f"), unexpectedText(v.s))
+			fmt.Fprintf(t, "%s\t%d\t%s\t%s\t%s\t%s\t%d\n", name, row.Clients, v.name, spreadNum(v.s.Throughput),
+				spreadNum(v.s.P50Ms), spreadNum(v.s.P99Ms), v.s.Unexpected)
+			firstErrors = append(firstErrors, v.s.FirstError)
 			name = ""
 		}
-		fmt.Fprintf(t, "\t\tratio p/u\t%s\t\t\t\n", spreadText(row.Ratio, "%.2f"))
+		fmt.Fprintf(t, "\t\tratio p/u\t%s\t\t\t\n", spreadNum(row.Ratio))
 	}
 	t.Flush()
+	writeFirstError(&b, firstErrors)
 
 	section(&b, "Replay: a completed key sent again (protected)")
+	firstErrors = nil
 	t = table(&b)
-	fmt.Fprintln(t, "endpoint\tclients\treq/s\tp50 ms\tp99 ms\treplay/creation\tunexpected")
+	fmt.Fprintln(t, "endpoint\tclients\treq/s\tp50 ms\tp99 ms\treplay/creation\terrors")
 	for _, row := range res.Replay {
 		r := row.Replay
-		fmt.Fprintf(t, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", short(row.Endpoint), row.Clients, spreadText(r.Throughput, "%.0f"),
-			spreadText(r.P50Ms, "%.2f"), spreadText(r.P99Ms, "%.1f"), spreadText(row.RatioToCreation, "%.1f"), unexpectedText(r))
+		fmt.Fprintf(t, "%s\t%d\t%s\t%s\t%s\t%s\t%d\n", short(row.Endpoint), row.Clients, spreadNum(r.Throughput),
+			spreadNum(r.P50Ms), spreadNum(r.P99Ms), spreadNum(row.RatioToCreation), r.Unexpected)
+		firstErrors = append(firstErrors, r.FirstError)
 	}
 	t.Flush()
+	writeFirstError(&b, firstErrors)
 
-	section(&b, fmt.Sprintf("Same key: %d checkouts on one fresh key at once, honouring Retry-After", sameKeyClients))
+	bound := 0.0
+	if len(res.SameKey) > 0 {
+		bound = res.SameKey[0].BoundS
+	}
+	section(&b, fmt.Sprintf("Same key: %d checkouts on one fresh key at once, honouring Retry-After (bound %.0f s)",
+		sameKeyClients, bound))
 	t = table(&b)
-	fmt.Fprintln(t, "Prefer\tattempts\t201\treplays\t409s\tmax Retry-After\tafter winner p50/p99/max ms\ttimed out\ttook")
+	fmt.Fprintln(t, "Prefer\ttries\t201\treplays\t409s\tRetry-After max\tafter winner ms p50/p99/max\ttimeouts\ttook")
 	for _, row := range res.SameKey {
 		prefer := row.Prefer
 		if prefer == "" {
 			prefer = "(none)"
 		}
-		fmt.Fprintf(t, "%s\t%d\t%d\t%d\t%d\t%d s\t%.0f / %.0f / %.0f\t%d of %.0fs\t%.1f s\n", prefer, row.Requests, row.Created,
-			row.Replays, row.Conflicts, row.MaxRetryAfterS, row.AfterWinnerP50Ms, row.AfterWinnerP99Ms, row.AfterWinnerMaxMs,
-			row.TimedOut, row.BoundS, row.TookS)
+		fmt.Fprintf(t, "%s\t%d\t%d\t%d\t%d\t%d s\t%s / %s / %s\t%d\t%.1f s\n", prefer, row.Requests, row.Created,
+			row.Replays, row.Conflicts, row.MaxRetryAfterS, num(row.AfterWinnerP50Ms), num(row.AfterWinnerP99Ms),
+			num(row.AfterWinnerMaxMs), row.TimedOut, row.TookS)
 	}
 	t.Flush()
 
@@ -97,7 +108,7 @@ func writePhases(b *strings.Builder, p PhaseTiming) {
 	t := table(b)
 	fmt.Fprintln(t, "span\tcount\tp50 ms\tmean ms")
 	for _, s := range p.Spans {
-		fmt.Fprintf(t, "%s\t%d\t%.2f\t%.2f\n", cut(s.Name, 60), s.Count, s.P50Ms, s.MeanMs)
+		fmt.Fprintf(t, "%s\t%d\t%s\t%s\n", cut(s.Name, 60), s.Count, num(s.P50Ms), num(s.MeanMs))
 	}
 	t.Flush()
 }
@@ -105,7 +116,7 @@ func writePhases(b *strings.Builder, p PhaseTiming) {
 func writeCounters(b *strings.Builder, c *Counters) {
 	section(b, "Database counters per checkout (pg_stat_database, pg_stat_user_tables)")
 	t := table(b)
-	fmt.Fprintln(t, "variant\tcheckouts\tcommits\tnet of idle\tidle commits/s\tshop ins/upd\tgw_ ins/upd\triver_ ins/upd")
+	fmt.Fprintln(t, "variant\tcheckouts\tcommits\tnet\tidle/s\tshop ins/upd\tgw_ ins/upd\triver_ ins/upd")
 	for _, v := range []struct {
 		name string
 		w    CounterWindow
@@ -132,8 +143,8 @@ func writeCounters(b *strings.Builder, c *Counters) {
 
 func writeSustained(b *strings.Builder, s Sustained, mem Memory) {
 	section(b, fmt.Sprintf("Sustained: %d clients checking out for %.0f s on a fresh stack", s.Clients, s.DurationS))
-	fmt.Fprintf(b, "%d checkouts, %.0f/s, p50 %.2f ms, p99 %.2f ms, %d unexpected\n", s.Checkouts, s.Throughput,
-		s.P50Ms, s.P99Ms, s.Unexpected)
+	fmt.Fprintf(b, "%d checkouts, %s/s, p50 %s ms, p99 %s ms, %d unexpected\n", s.Checkouts, num(s.Throughput),
+		num(s.P50Ms), num(s.P99Ms), s.Unexpected)
 	t := table(b)
 	fmt.Fprintln(t, "backlog at the end\twaiting\tdone during load\t= seconds of work\tdrained after")
 	for _, v := range []struct {
@@ -166,11 +177,33 @@ func cut(s string, n int) string {
 	return s
 }
 
-func unexpectedText(s Summary) string {
-	if s.Unexpected == 0 {
-		return "0"
+// writeFirstError names the first unexpected answer of a table, if it had any.
+func writeFirstError(b *strings.Builder, errs []string) {
+	for _, e := range errs {
+		if e != "" {
+			fmt.Fprintf(b, "first unexpected answer: %s\n", cut(e, 75))
+			return
+		}
 	}
-	return fmt.Sprintf("%d: %s", s.Unexpected, cut(s.FirstError, 16))
+}
+
+// num shows v with three significant digits or so: 1234, 123, 12.3, 1.23.
+func num(v float64) string {
+	switch {
+	case v >= 100 || v <= -100:
+		return fmt.Sprintf("%.0f", v)
+	case v >= 10 || v <= -10:
+		return fmt.Sprintf("%.1f", v)
+	}
+	return fmt.Sprintf("%.2f", v)
+}
+
+// spreadNum is a spread with num's digits: "6.62 (6.20–7.01)".
+func spreadNum(s Spread) string {
+	if s.N == 0 {
+		return "not measured"
+	}
+	return fmt.Sprintf("%s (%s–%s)", num(s.Median), num(s.Min), num(s.Max))
 }
 
 func loadText(avg []float64) string {

@@ -134,6 +134,8 @@ func (r *Runner) freshDatabase(ctx context.Context) (string, string, func(), err
 // benchmark's databases and reads pg_stat_database (so that its reads are not counted in
 // the benchmark databases' commits).
 func (r *Runner) admin(ctx context.Context) (*sql.DB, error) {
+	r.adminMu.Lock()
+	defer r.adminMu.Unlock()
 	if r.adminDB != nil {
 		return r.adminDB, nil
 	}
@@ -145,9 +147,19 @@ func (r *Runner) admin(ctx context.Context) (*sql.DB, error) {
 		db.Close()
 		return nil, fmt.Errorf("PostgreSQL at --database-url: %w", err)
 	}
-	db.SetMaxOpenConns(2)
+	db.SetMaxOpenConns(4)
 	r.adminDB = db
 	return db, nil
+}
+
+// closeAdmin closes the admin connection, if one was opened.
+func (r *Runner) closeAdmin() {
+	r.adminMu.Lock()
+	defer r.adminMu.Unlock()
+	if r.adminDB != nil {
+		r.adminDB.Close()
+		r.adminDB = nil
+	}
 }
 
 // warmUp sends a few requests of every kind, so that the first measured round does not pay
