@@ -146,19 +146,20 @@ func writeSustained(b *strings.Builder, s Sustained, mem Memory) {
 	fmt.Fprintf(b, "%d checkouts, %s/s, p50 %s ms, p99 %s ms, %d unexpected\n", s.Checkouts, num(s.Throughput),
 		num(s.P50Ms), num(s.P99Ms), s.Unexpected)
 	t := table(b)
-	fmt.Fprintln(t, "backlog at the end\twaiting\tdone during load\t= seconds of work\tdrained after")
+	fmt.Fprintln(t, "backlog\twaiting\tmade during load\tdone during load\tbehind\tseconds of work")
 	for _, v := range []struct {
 		name string
 		b    Backlog
 	}{{"webhook deliveries", s.Deliveries}, {"jobs (River)", s.Jobs}} {
-		drained := fmt.Sprintf("not within %.0f s", s.DrainBoundS)
-		if v.b.DrainS != nil {
-			drained = fmt.Sprintf("%.1f s", *v.b.DrainS)
+		work := fmt.Sprintf("> %.0f s", s.DrainBoundS) // not drained within the bound
+		if v.b.WorkS != nil {
+			work = fmt.Sprintf("%s s", num(*v.b.WorkS))
 		}
-		fmt.Fprintf(t, "%s\t%d\t%d (%.0f/s)\t%.1f s\t%s\n", v.name, v.b.AtEnd, v.b.DoneDuringLoad, v.b.RatePerS,
-			v.b.WorkS, drained)
+		fmt.Fprintf(t, "%s\t%d\t%d (%s/s)\t%d (%s/s)\t%s s\t%s\n", v.name, v.b.AtEnd, v.b.MadeDuringLoad,
+			num(v.b.MadeRatePerS), v.b.DoneDuringLoad, num(v.b.DoneRatePerS), num(v.b.BehindS), work)
 	}
 	t.Flush()
+	fmt.Fprintln(b, "waiting when the load stopped; behind = that in seconds of load; seconds of work = its drain time")
 	fmt.Fprintf(b, "memory (VmRSS): %.0f MiB idle, %.0f MiB under load; peak of the run (VmHWM) %.0f MiB\n",
 		mem.IdleRSSMiB, mem.LoadRSSMiB, mem.PeakMiB)
 }

@@ -24,8 +24,10 @@ func wideResult() *Result {
 			IdleCommitsPerS: 12.3, Groups: []TableRows{{"shop", 28.1, 14.2}, {"gateway (gw_)", 12.1, 3.3}, {"job queue (river_)", 2, 6}},
 			Tables: []TableRows{{strings.Repeat("table_", 10), 1.5, 2.25}}}},
 		Sustained: Sustained{Clients: 128, DurationS: 60, Checkouts: 999999, Throughput: 9999, P50Ms: 1234.56, P99Ms: 12345.67,
-			Deliveries: Backlog{AtEnd: 999999, DoneDuringLoad: 999999, RatePerS: 9999, WorkS: 99.9, DrainS: &drained},
-			Jobs:       Backlog{AtEnd: 999999, DoneDuringLoad: 999999, RatePerS: 9999, WorkS: 99.9}, DrainBoundS: 60},
+			Deliveries: Backlog{AtEnd: 999999, MadeDuringLoad: 999999, MadeRatePerS: 9999, DoneDuringLoad: 999999,
+				DoneRatePerS: 9999, BehindS: 99.9, WorkS: &drained},
+			Jobs: Backlog{AtEnd: 999999, MadeDuringLoad: 999999, MadeRatePerS: 9999, DoneDuringLoad: 999999,
+				DoneRatePerS: 9999, BehindS: 99.9}, DrainBoundS: 60},
 		Memory: Memory{IdleRSSMiB: 28, LoadRSSMiB: 45, PeakMiB: 60},
 		Errors: []string{"database counters: something"},
 	}

@@ -28,14 +28,18 @@ type Backlog struct {
 	// AtEnd is how many were waiting when the load stopped: the gateway's pending deliveries,
 	// or River's available, running and retryable jobs.
 	AtEnd int64 `json:"at_end"`
-	// DoneDuringLoad is how many were finished while the load ran, and RatePerS that per second.
+	// MadeDuringLoad is how many the load created, DoneDuringLoad how many of all were
+	// finished while it ran; the rates are those per second of load.
+	MadeDuringLoad int64   `json:"made_during_load"`
+	MadeRatePerS   float64 `json:"made_rate_per_s"`
 	DoneDuringLoad int64   `json:"done_during_load"`
-	RatePerS       float64 `json:"rate_per_s"`
-	// WorkS is AtEnd in seconds of work at the rate the load saw: AtEnd / RatePerS.
-	WorkS float64 `json:"work_s"`
-	// DrainS is how long the backlog took to reach zero after the load; null if it did not
-	// within the bound.
-	DrainS *float64 `json:"drain_s"`
+	DoneRatePerS   float64 `json:"done_rate_per_s"`
+	// BehindS is AtEnd in seconds of load: AtEnd / MadeRatePerS, how far the work lags
+	// behind the checkouts that made it.
+	BehindS float64 `json:"behind_s"`
+	// WorkS is the seconds of work the backlog was: how long it took to reach zero once the
+	// load stopped, polled every 100 ms; null if it did not within the bound.
+	WorkS *float64 `json:"work_s"`
 }
 
 // counter counts rows of one kind of background work.
@@ -65,30 +69,39 @@ func (c counter) count(ctx context.Context, query string) int64 {
 	return n
 }
 
+// counts is how many are pending and how many are done.
+func (c counter) counts(ctx context.Context) [2]int64 {
+	return [2]int64{c.count(ctx, c.pending), c.count(ctx, c.done)}
+}
+
 // sustainedPhase runs the load on b for d, then watches both backlogs drain, each for at most
 // bound.
 func sustainedPhase(ctx context.Context, b *benchStack, clients int, d, bound time.Duration, prog *progress) Sustained {
 	deliveries, jobs := deliveriesCounter(b.gwDB), jobsCounter(b.st.DB())
-	deliveredBefore, jobsBefore := deliveries.count(ctx, deliveries.done), jobs.count(ctx, jobs.done)
+	deliveriesBefore, jobsBefore := deliveries.counts(ctx), jobs.counts(ctx)
 	prog.say("sustained: %d clients checking out for %s", clients, d.Round(time.Second))
 	l := createLoad(ctx, b, cell{checkoutPath, clients}, d)
 	s := Sustained{Clients: clients, DurationS: l.Elapsed.Seconds(), Checkouts: len(l.latencies),
 		Unexpected: l.Unexpected, Throughput: l.Throughput(), P50Ms: l.P50(), P99Ms: l.P99(), DrainBoundS: bound.Seconds()}
-	s.Deliveries = backlogAtEnd(ctx, deliveries, deliveredBefore, l.Elapsed)
+	s.Deliveries = backlogAtEnd(ctx, deliveries, deliveriesBefore, l.Elapsed)
 	s.Jobs = backlogAtEnd(ctx, jobs, jobsBefore, l.Elapsed)
 	prog.say("sustained: draining %d deliveries and %d jobs", s.Deliveries.AtEnd, s.Jobs.AtEnd)
 	drain(ctx, bound, map[*Backlog]counter{&s.Deliveries: deliveries, &s.Jobs: jobs})
 	return s
 }
 
-// backlogAtEnd reads c's backlog the moment the load stopped, and its rate during the load.
-func backlogAtEnd(ctx context.Context, c counter, doneBefore int64, load time.Duration) Backlog {
-	b := Backlog{AtEnd: c.count(ctx, c.pending), DoneDuringLoad: c.count(ctx, c.done) - doneBefore}
+// backlogAtEnd reads c's backlog the moment the load stopped, and what the load made and
+// what was done while it ran, from before (pending and done counts at its start).
+func backlogAtEnd(ctx context.Context, c counter, before [2]int64, load time.Duration) Backlog {
+	b := Backlog{AtEnd: c.count(ctx, c.pending)}
+	b.DoneDuringLoad = c.count(ctx, c.done) - before[1]
+	b.MadeDuringLoad = b.AtEnd - before[0] + b.DoneDuringLoad
 	if load > 0 {
-		b.RatePerS = float64(b.DoneDuringLoad) / load.Seconds()
+		b.MadeRatePerS = float64(b.MadeDuringLoad) / load.Seconds()
+		b.DoneRatePerS = float64(b.DoneDuringLoad) / load.Seconds()
 	}
-	if b.RatePerS > 0 {
-		b.WorkS = float64(b.AtEnd) / b.RatePerS
+	if b.MadeRatePerS > 0 {
+		b.BehindS = float64(b.AtEnd) / b.MadeRatePerS
 	}
 	return b
 }
@@ -99,12 +112,12 @@ func drain(ctx context.Context, bound time.Duration, backlogs map[*Backlog]count
 	for time.Since(began) < bound && ctx.Err() == nil {
 		waiting := false
 		for b, c := range backlogs {
-			if b.DrainS != nil {
+			if b.WorkS != nil {
 				continue
 			}
 			if n := c.count(ctx, c.pending); n == 0 {
 				took := time.Since(began).Seconds()
-				b.DrainS = &took
+				b.WorkS = &took
 			} else {
 				waiting = true
 			}
