@@ -5,6 +5,7 @@
 //	go run ./cmd/shop migrate    apply database migrations and exit
 //	go run ./cmd/shop reset      put the demo catalogue and stock back and exit
 //	go run ./cmd/shop lab …      the failure lab: list, run (cmd/shop/internal/labrun), chaos (internal/chaos)
+//	go run ./cmd/shop bench      the load benchmark (cmd/shop/internal/bench)
 //
 // This package is the program's dispatch (main.go), its configuration (config.go) and what
 // the shop is made of (wire.go). Starting and stopping a whole stack is package
@@ -22,6 +23,7 @@ import (
 	"strings"
 	"syscall"
 
+	"checkoutlab/cmd/shop/internal/bench"
 	"checkoutlab/cmd/shop/internal/chaos"
 	"checkoutlab/cmd/shop/internal/labrun"
 	"checkoutlab/cmd/shop/internal/stack"
@@ -31,6 +33,7 @@ import (
 
 const usage = `usage: shop [serve | migrate | reset] [flags]
        shop lab list | run | chaos | shop …
+       shop bench [--duration D] [--clients N] [--database-url URL] [--json]
 
 commands:
   serve     the shop, and the fake gateway unless GATEWAY_URL is set (the default command)
@@ -38,6 +41,8 @@ commands:
   reset     put every demo store's catalogue, prices and stock back as seeded, and exit;
             orders, receipts and journals are kept (the shop may keep running)
   lab       the failure lab: its scenarios, run with a protection on and off (shop lab -h)
+  bench     the load benchmark on fresh stacks: protected against unprotected, replays, one
+            key under contention, backlog, database counters (shop bench -h)
 
 flags of serve, migrate and reset; each mirrors the environment variable in brackets, and wins over it:`
 
@@ -66,6 +71,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		lab := labRunner("")
 		lab.Getenv = getenv
 		return lab.Command(ctx, args, stdout, os.Stderr)
+	case "bench":
+		b := &bench.Runner{Wire: mountRoutes,
+			Config: func(getenv func(string) string) (stack.Config, error) { return loadConfig(nil, getenv, io.Discard) }}
+		return b.Command(ctx, args, stdout, os.Stderr)
 	default:
 		return fmt.Errorf("unknown command %q; see shop -h", command)
 	}
