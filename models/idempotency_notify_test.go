@@ -28,8 +28,9 @@ func (h *heard) wake(tenant, key string) {
 	h.c <- tenant + "/" + key
 }
 
-// TestKeyListener checks that the owner's completion and release announce the key to a
-// listener on another connection when, and only when, their transaction commits.
+// TestKeyListener checks that the owner's completion and release announce an awaited key to a
+// listener on another connection when, and only when, their transaction commits, and that a
+// key nobody awaits is not announced.
 func TestKeyListener(t *testing.T) {
 	db := modelstest.MustOpen(t, models.Postgres)
 	modelstest.MustSeed(t, db)
@@ -55,9 +56,25 @@ func TestKeyListener(t *testing.T) {
 		}
 	}
 	answer := models.Response{Status: http.StatusCreated, Header: http.Header{}, Body: []byte(`{}`)}
+	awaited := func(t *testing.T, key string) models.OwnedKey {
+		t.Helper()
+		k := MustReserve(t, s, reserveRequest(key), models.Reserved).Key
+		if err := s.AwaitKey(context.Background(), "acme", key); err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	mustHearNothing := func(t *testing.T) {
+		t.Helper()
+		select {
+		case got := <-h.c:
+			t.Fatalf("heard %s, want nothing", got)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 
 	t.Run("CompleteTxRolledBackIsNotAnnounced", func(t *testing.T) {
-		k := MustReserve(t, s, reserveRequest("n-rollback"), models.Reserved).Key
+		k := awaited(t, "n-rollback")
 		rollback := errors.New("the business write failed")
 		err := db.Transaction(func(tx *gorm.DB) error {
 			if err := k.CompleteTx(tx, answer); err != nil {
@@ -73,18 +90,22 @@ func TestKeyListener(t *testing.T) {
 			t.Fatal(err)
 		}
 		mustHear(t, "acme/n-rollback")
-		select {
-		case got := <-h.c:
-			t.Fatalf("heard %s too: the rolled-back completion was announced", got)
-		case <-time.After(100 * time.Millisecond):
-		}
+		mustHearNothing(t) // the rolled-back completion was not announced
 	})
 	t.Run("Complete", func(t *testing.T) {
-		MustComplete(t, MustReserve(t, s, reserveRequest("n-complete"), models.Reserved).Key, http.StatusCreated, `{}`)
+		MustComplete(t, awaited(t, "n-complete"), http.StatusCreated, `{}`)
 		mustHear(t, "acme/n-complete")
 	})
+	t.Run("NotAwaitedIsNotAnnounced", func(t *testing.T) {
+		MustComplete(t, MustReserve(t, s, reserveRequest("n-alone"), models.Reserved).Key, http.StatusCreated, `{}`)
+		k := MustReserve(t, s, reserveRequest("n-alone-released"), models.Reserved).Key
+		if err := k.Release(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		mustHearNothing(t)
+	})
 	t.Run("Release", func(t *testing.T) {
-		k := MustReserve(t, s, reserveRequest("n-release"), models.Reserved).Key
+		k := awaited(t, "n-release")
 		if err := k.Release(context.Background()); err != nil {
 			t.Fatal(err)
 		}
@@ -106,7 +127,7 @@ func TestKeyListener(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatal("the listener did not listen again")
 		}
-		MustComplete(t, MustReserve(t, s, reserveRequest("n-after-reconnect"), models.Reserved).Key, http.StatusCreated, `{}`)
+		MustComplete(t, awaited(t, "n-after-reconnect"), http.StatusCreated, `{}`)
 		mustHear(t, "acme/n-after-reconnect")
 	})
 }

@@ -39,7 +39,7 @@ func mountRoutes(p stack.Parts) (*stack.Background, error) {
 	// A request held by Prefer: wait hears of owners in other processes (the lab's replicas)
 	// through PostgreSQL's LISTEN/NOTIFY, with a look at its key every second in case an
 	// announcement was missed; SQLite has no notifications, so it looks every 25 ms.
-	idem.Poll, idem.PollEvery = keys, time.Second
+	idem.Keys, idem.PollEvery = keys, time.Second
 	listener := models.NewKeyListener(db, idem.Wake, idem.WakeAll, logger) // nil on SQLite
 	if listener == nil {
 		idem.PollEvery = 25 * time.Millisecond

@@ -64,10 +64,11 @@ type Middleware struct {
 	RenderError func(err error) models.Response
 	Metrics     *Metrics // optional
 	Journal     Journal  // optional
-	// Poll, if set, is how a request held by Prefer: wait looks at its key every PollEvery,
-	// for an owner in another process that cannot wake it (wait.go): often on SQLite, as a
-	// slow safety net on PostgreSQL, whose owners announce their keys.
-	Poll      KeyPoller
+	// Keys, if set, is how a request held by Prefer: wait reaches an owner in another process
+	// (wait.go): it marks the key awaited, so that the owner announces it (PostgreSQL), and
+	// looks at the key every PollEvery: often on SQLite, which cannot announce, rarely on
+	// PostgreSQL, as a safety net. Without it, only owners in this process wake it.
+	Keys      KeyState
 	PollEvery time.Duration
 
 	signals   signals   // the requests held for a key, woken when its owner is done

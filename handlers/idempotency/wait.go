@@ -26,10 +26,11 @@ import (
 //   - the owner's middleware in this process, which wakes it after its disposition (stored,
 //     forgotten or released) has committed (Middleware.settled);
 //   - on PostgreSQL, a models.KeyListener, which wakes it for owners in other processes
-//     (Middleware.Wake, from pg_notify);
-//   - every PollEvery, a look at the key (Poll): on SQLite, the only way to hear of an owner in
-//     another process; on PostgreSQL, a slow safety net for what a notification cannot carry
-//     (a key forgotten in another process, a listener that was reconnecting).
+//     (Middleware.Wake, from pg_notify). The held request first marks the key awaited
+//     (Keys.AwaitKey): owners announce only the keys somebody waits for;
+//   - every PollEvery, a look at the key (Keys.KeySettled): on SQLite, the only way to hear of
+//     an owner in another process; on PostgreSQL, a slow safety net for what a notification
+//     cannot carry (a key forgotten in another process, a listener that was reconnecting).
 
 // MaxWait bounds Prefer: wait. Longer, and a slow operation would pin a goroutine and a
 // connection of every duplicate for as long as it runs.
@@ -41,9 +42,13 @@ const (
 	HeaderPreferenceApplied = "Preference-Applied"
 )
 
-// KeyPoller tells a held request whether its key may be settled. *models.IdempotencyStore is
-// one (KeySettled).
-type KeyPoller interface {
+// KeyState is what a held request asks of the key store besides Reserve.
+// *models.IdempotencyStore is one.
+type KeyState interface {
+	// AwaitKey asks the key's owner, in whichever process, to announce when it is done.
+	AwaitKey(ctx context.Context, tenantID, key string) error
+	// KeySettled reports whether the key may be settled: completed, released, forgotten or
+	// abandoned for a whole lease.
 	KeySettled(ctx context.Context, tenantID, key string, lease time.Duration) (bool, error)
 }
 
@@ -85,10 +90,14 @@ func (m *Middleware) holdForOwner(c echo.Context, rr models.ReserveRequest, res 
 	bound := time.NewTimer(wait)
 	defer bound.Stop()
 	var poll <-chan time.Time
-	if m.Poll != nil && m.PollEvery > 0 {
-		t := time.NewTicker(m.PollEvery)
-		defer t.Stop()
-		poll = t.C
+	if m.Keys != nil {
+		// If this fails, the request still hears of an owner in this process, and polls.
+		_ = m.Keys.AwaitKey(ctx, rr.TenantID, rr.Key)
+		if m.PollEvery > 0 {
+			t := time.NewTicker(m.PollEvery)
+			defer t.Stop()
+			poll = t.C
+		}
 	}
 	for {
 		// Watch first, then look: an owner that settles between the look and the watch would
@@ -128,7 +137,7 @@ func (m *Middleware) waitForOwner(ctx context.Context, rr models.ReserveRequest,
 		case <-ctx.Done():
 			return false
 		case <-poll:
-			if settled, err := m.Poll.KeySettled(ctx, rr.TenantID, rr.Key, m.Lease); err == nil && settled {
+			if settled, err := m.Keys.KeySettled(ctx, rr.TenantID, rr.Key, m.Lease); err == nil && settled {
 				return true
 			}
 		}

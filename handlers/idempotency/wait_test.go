@@ -38,8 +38,9 @@ type shop struct {
 	op func(ctx context.Context) error
 }
 
-// newShop builds a shop on db (seeded with the demo tenants), with a 30 s lease: without an
-// estimate, Retry-After would say up to 30.
+// newShop builds a shop on db (seeded with the demo tenants), with a 30 s lease (without an
+// estimate, Retry-After would say up to 30), and the held requests' look at their key wired
+// as cmd/shop wires it (no key listener: the tests that need one start it).
 func newShop(tb testing.TB, db *gorm.DB) *shop {
 	tb.Helper()
 	e := handlers.NewRouter(slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry())
@@ -47,6 +48,10 @@ func newShop(tb testing.TB, db *gorm.DB) *shop {
 	s.m = &idempotency.Middleware{Store: models.NewIdempotencyStore(db), Lease: 30 * time.Second,
 		Scope:       func(echo.Context) (string, string) { return "acme", "api_key:test" },
 		RenderError: handlers.ErrorResponse}
+	s.m.Keys, s.m.PollEvery = models.NewIdempotencyStore(db), time.Second
+	if models.Dialect(db) == models.SQLite {
+		s.m.PollEvery = 25 * time.Millisecond
+	}
 	decode := func(c echo.Context) (any, idempotency.Fingerprint, error) {
 		fp, err := idempotency.FingerprintOf(struct{ Op string }{"op"})
 		return nil, fp, err
@@ -273,7 +278,8 @@ func TestPreferWait(t *testing.T) {
 
 // TestPreferWaitAcrossProcesses holds a duplicate in one "process" (a middleware and a
 // connection pool of its own) for an owner in another, on one database: on PostgreSQL the
-// waiter is woken by NOTIFY (it does not poll); on SQLite it polls the key.
+// waiter marks the key awaited and is woken by NOTIFY (it does not poll); on SQLite it polls
+// the key.
 func TestPreferWaitAcrossProcesses(t *testing.T) {
 	for _, dialect := range modelstest.Dialects {
 		t.Run(dialect, func(t *testing.T) {
@@ -291,8 +297,7 @@ func TestPreferWaitAcrossProcesses(t *testing.T) {
 				go func() { defer close(done); l.Run(ctx) }()
 				t.Cleanup(func() { cancel(); <-done })
 				<-listening
-			} else {
-				two.m.Poll, two.m.PollEvery = models.NewIdempotencyStore(db2), 25*time.Millisecond
+				two.m.Keys, two.m.PollEvery = models.NewIdempotencyStore(db2), 0 // no polling
 			}
 
 			for _, c := range []struct {
