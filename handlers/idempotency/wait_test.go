@@ -369,8 +369,8 @@ func mustTwoPools(t *testing.T, dialect string) (*gorm.DB, *gorm.DB) {
 }
 
 // TestPreferWaitTwentyAtOnce sends twenty requests on one key at once, all with
-// Prefer: wait=2, against an operation of 50 ms: one runs, nineteen are held and replay its
-// answer. It logs how long after the winner's answer the others had theirs (the issue's
+// Prefer: wait=2, against an operation of 50 ms, for ten rounds after one to warm up: one runs,
+// nineteen are held and replay its answer. It logs how long after the winner's answer the others had theirs (the issue's
 // target: within 50 ms, p99); it asserts only the outcome, never the timing.
 func TestPreferWaitTwentyAtOnce(t *testing.T) {
 	modelstest.ForEachDialect(t, func(t *testing.T, db *gorm.DB) {
@@ -386,7 +386,8 @@ func TestPreferWaitTwentyAtOnce(t *testing.T) {
 		})
 		const rounds, clients = 10, 20
 		var lags []time.Duration
-		for r := range rounds {
+		// Round -1 warms up: it also opens the pool's connections, which a running shop has.
+		for r := -1; r < rounds; r++ {
 			key := fmt.Sprintf("k-twenty-%d", r)
 			runsBefore := s.runs.Load()
 			answers := make([]answer, clients)
@@ -412,7 +413,9 @@ func TestPreferWaitTwentyAtOnce(t *testing.T) {
 			for i, a := range answers {
 				if i != winner {
 					mustReplayOf(t, a, answers[winner])
-					lags = append(lags, max(0, a.at.Sub(answers[winner].at)))
+					if r >= 0 {
+						lags = append(lags, max(0, a.at.Sub(answers[winner].at)))
+					}
 				}
 			}
 		}
