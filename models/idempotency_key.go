@@ -177,7 +177,7 @@ func (k *IdempotencyKey) CompleteTx(tx *gorm.DB, r Response) error {
 		"response_status": r.Status, "response_headers": string(headers), "response_body": body,
 		"lock_token": nil, "locked_at": nil, "updated_at": t, "completed_at": t,
 	}
-	if err := k.fenced(tx, "complete", set); err != nil {
+	if err := k.settleTx(tx, "complete", set); err != nil { // fenced, and announced to waiters
 		return err
 	}
 	k.mu.Lock()
@@ -186,11 +186,11 @@ func (k *IdempotencyKey) CompleteTx(tx *gorm.DB, r Response) error {
 	return nil
 }
 
-// Complete is CompleteTx in a statement of its own, for outcomes that have no business write
+// Complete is CompleteTx on its own (one commit), for outcomes that have no business write
 // to join (a decline that wrote nothing, an answer computed by a handler that does not know
 // about keys).
 func (k *IdempotencyKey) Complete(ctx context.Context, r Response) error {
-	return k.CompleteTx(k.store.db.WithContext(ctx), r)
+	return inOneCommit(k.store.db.WithContext(ctx), func(tx *gorm.DB) error { return k.CompleteTx(tx, r) })
 }
 
 // Renew extends the lease by another Lease from now. The middleware's renewer calls it every
@@ -206,7 +206,9 @@ func (k *IdempotencyKey) Renew(ctx context.Context) error {
 // done, so a retry with the same key must resume, not start afresh. It returns ErrLeaseLost if
 // the key was no longer ours (nothing to release).
 func (k *IdempotencyKey) Release(ctx context.Context) error {
-	return k.fenced(k.store.db.WithContext(ctx), "release", map[string]any{"lock_token": nil, "locked_at": nil, "updated_at": now()})
+	return inOneCommit(k.store.db.WithContext(ctx), func(tx *gorm.DB) error {
+		return k.settleTx(tx, "release", map[string]any{"lock_token": nil, "locked_at": nil, "updated_at": now()})
+	})
 }
 
 // Delete removes the key after an outcome that is not stored (a validation error, 404, 401,

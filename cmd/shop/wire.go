@@ -36,6 +36,14 @@ func mountRoutes(p stack.Parts) (*stack.Background, error) {
 	}
 	idem := &idempotency.Middleware{Store: protect.Reserver(keys), Lease: cfg.IdempotencyLease, Scope: handlers.KeyScope,
 		RenderError: handlers.ErrorResponse, Metrics: idempotency.NewMetrics(registry), Journal: journal}
+	// A request held by Prefer: wait hears of owners in other processes (the lab's replicas)
+	// through PostgreSQL's LISTEN/NOTIFY, with a look at its key every second in case an
+	// announcement was missed; SQLite has no notifications, so it looks every 25 ms.
+	idem.Keys, idem.PollEvery = keys, time.Second
+	listener := models.NewKeyListener(db, idem.Wake, idem.WakeAll, logger) // nil on SQLite
+	if listener == nil {
+		idem.PollEvery = 25 * time.Millisecond
+	}
 	gateway := payments.NewGatewayClient(cfg.GatewayURL, cfg.GatewayTimeout)
 	gateway.ControlToken = cfg.GatewayControlToken // reconciliation reads the gateway's ledger
 	cards := handlers.NewCardFingerprint(p.Secret)
@@ -113,7 +121,7 @@ func mountRoutes(p stack.Parts) (*stack.Background, error) {
 		_, err := models.ResetDemo(ctx, db, models.DemoTenants(cfg.APIKeys))
 		return err
 	}}).Routes(e)
-	return &stack.Background{Jobs: jobs, Completer: completer, Journal: journal}, nil
+	return &stack.Background{Jobs: jobs, Completer: completer, Journal: journal, KeyListener: listener}, nil
 }
 
 // reapInterval runs the reaper often enough that what it deletes outlives its retention by at

@@ -39,6 +39,7 @@ func dispositionOf(status int) disposition {
 
 // runOwned runs the handler while the request owns key, then stores, forgets or releases it.
 func (m *Middleware) runOwned(c echo.Context, handler echo.HandlerFunc, key models.OwnedKey, j keyJournal) Answer {
+	defer m.settled(c, j, key, time.Now()) // last, once the disposition has committed: wake the waiters
 	req := c.Request()
 	ctx, cancel := context.WithCancel(req.Context())
 	defer cancel()

@@ -10,7 +10,11 @@
 //	empty, over 255 bytes, not printable ASCII   400 invalid_idempotency_key
 //	body the endpoint cannot read                400 invalid_json / invalid_request, nothing reserved
 //	first request                                runs; its answer is stored under (tenant, key)
-//	same key while the first still runs          409 idempotency_request_in_progress + Retry-After
+//	same key while the first still runs          409 idempotency_request_in_progress at once, with
+//	                                             Retry-After: an estimate of when the answer will
+//	                                             exist, at least 1 s (estimate.go)
+//	the same, with Prefer: wait=N (RFC 7240)     held up to min(N, 5) s for the first one's answer,
+//	                                             then its replay; past that, the 409 (wait.go)
 //	same key after completion, same request      the stored status, Content-Type, Location and
 //	                                             body byte for byte, Idempotent-Replayed: true
 //	same key, another request, endpoint or       422 idempotency_key_reuse, revealing nothing

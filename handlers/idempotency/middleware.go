@@ -64,6 +64,15 @@ type Middleware struct {
 	RenderError func(err error) models.Response
 	Metrics     *Metrics // optional
 	Journal     Journal  // optional
+	// Keys, if set, is how a request held by Prefer: wait reaches an owner in another process
+	// (wait.go): it marks the key awaited, so that the owner announces it (PostgreSQL), and
+	// looks at the key every PollEvery: often on SQLite, which cannot announce, rarely on
+	// PostgreSQL, as a safety net. Without it, only owners in this process wake it.
+	Keys      KeyState
+	PollEvery time.Duration
+
+	signals   signals   // the requests held for a key, woken when its owner is done
+	durations durations // how long recent operations took, for Retry-After
 }
 
 // KeyOf returns the key the middleware reserved for this request, or nil on a route without
@@ -130,7 +139,8 @@ func (a Answer) Send(c echo.Context) error {
 //
 //   - completed before with the same request: the stored answer, replayed; nothing runs;
 //   - made by another principal, for another endpoint or request: 422 idempotency_key_reuse;
-//   - held by a live request: 409 idempotency_request_in_progress with Retry-After;
+//   - held by a live request: 409 idempotency_request_in_progress with Retry-After, or, if
+//     the request prefers to wait (Prefer: wait=N), held until the owner is done (wait.go);
 //   - otherwise the request owns the key (new, or taken over to resume), and handler runs.
 //
 // After the handler the key is stored, forgotten or released (see disposition). If the store
@@ -150,11 +160,15 @@ func (m *Middleware) Run(c echo.Context, decode Decoder, handler echo.HandlerFun
 		return Answer{Err: errors.New("idempotency middleware mounted without authentication")}
 	}
 	ctx := c.Request().Context()
-	res, err := m.Store.Reserve(ctx, models.ReserveRequest{
+	rr := models.ReserveRequest{
 		TenantID: tenant, Key: key, Principal: principal,
 		Endpoint: c.Request().Method + " " + c.Path(), Fingerprint: fp.Hash, Params: fp.Params,
 		Lease: m.Lease,
-	})
+	}
+	res, err := m.Store.Reserve(ctx, rr)
+	if err == nil && res.Outcome == models.InProgress {
+		res, err = m.holdForOwner(c, rr, res) // if it asked to wait (Prefer: wait)
+	}
 	if err != nil {
 		// The cause is attached for the log; nothing ran, so a retry is safe.
 		return Answer{Err: models.ErrServiceUnavailable.Wrap(err)}
@@ -171,7 +185,7 @@ func (m *Middleware) Run(c echo.Context, decode Decoder, handler echo.HandlerFun
 		return Answer{Err: models.ErrKeyReuse}
 	case models.InProgress:
 		m.Metrics.count("conflict")
-		wait := retryAfterSeconds(res.RetryAfter)
+		wait := m.retryAfter(rr.Endpoint, res.RetryAfter) // an estimate, estimate.go
 		j.record(ctx, models.JournalReservation, "", "in_progress: another request holds the key; 409 with Retry-After "+wait+"s")
 		return Answer{Err: models.ErrRequestInProgress, RetryAfter: wait}
 	}

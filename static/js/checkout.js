@@ -13,7 +13,9 @@
 // 2. Submission with fetch and the Idempotency-Key header, a client timeout, and automatic
 //    retries with exponential backoff and jitter on network errors, timeouts, 5xx and
 //    409 "request in progress" — ALWAYS with the same key. The server answers a retry with
-//    the stored answer of the first attempt, or resumes it: it never charges twice.
+//    the stored answer of the first attempt, or resumes it: it never charges twice. Each
+//    attempt says "Prefer: wait=2": if the first attempt is still running, the server holds
+//    this one up to 2 s for its answer instead of answering 409 at once.
 // 3. Honest states in the status line and on the button (a spinner, what is happening), the
 //    fields locked, and no second "Pay" button while the outcome is unknown.
 // 4. A naive-client switch for the failure lab (?naive=1): a new key on every retry — the bug.
@@ -35,6 +37,7 @@
   var MAX_BACKOFF_MS = 5000; // …up to this
   var MAX_ATTEMPTS = 8; // then hand over to a page that keeps checking (we still never pay again)
   var SLOW_AFTER_MS = 3000; // when to switch from "Placing…" to "Still confirming…"
+  var PREFER_WAIT_S = 2; // how long the server may hold a retry for the first attempt's answer
 
   var PLACING = isCheckout ? "Placing your order…" : "Sending your payment…";
   var STILL_CONFIRMING = "Still confirming with the payment provider — please keep this page open; you will not be charged twice.";
@@ -149,6 +152,9 @@
       body: new URLSearchParams(fields),
       headers: {
         "Idempotency-Key": key,
+        // RFC 7240: "if my key is still in progress, hold me for its answer". Without it the
+        // shop answers 409 at once with Retry-After, and we would have to come back.
+        "Prefer": "wait=" + PREFER_WAIT_S,
         "Accept": "application/json",
         "X-CSRF-Token": form.elements._csrf.value,
       },

@@ -63,7 +63,8 @@ func readAnswer(res *http.Response) Answer {
 }
 
 // Post sends body as JSON to url with apiKey as its Bearer token and key as its
-// Idempotency-Key ("" sends none), and reads the answer. It makes exactly one attempt.
+// Idempotency-Key ("" sends none) with Prefer: wait=2, and reads the answer. It makes exactly
+// one attempt.
 func Post(ctx context.Context, client *http.Client, url, apiKey, key string, body []byte) Answer {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
@@ -73,6 +74,7 @@ func Post(ctx context.Context, client *http.Client, url, apiKey, key string, bod
 	req.Header.Set("Content-Type", "application/json")
 	if key != "" {
 		req.Header.Set("Idempotency-Key", key)
+		req.Header.Set("Prefer", PreferWait)
 	}
 	oneAttempt(req)
 	res, err := client.Do(req)
@@ -82,6 +84,11 @@ func Post(ctx context.Context, client *http.Client, url, apiKey, key string, bod
 	defer res.Body.Close()
 	return readAnswer(res)
 }
+
+// PreferWait is the Prefer header every request of the lab's clients (and the chaos customers,
+// which post through Post) sends with its key, as checkout.js does: a request that finds its
+// key in progress is held up to 2 s for the first one's answer instead of a 409 at once.
+const PreferWait = "wait=2"
 
 // oneAttempt stops net/http from sending req again by itself. Its transport resends a
 // request that carries an Idempotency-Key when a reused connection dies before the answer —

@@ -321,7 +321,7 @@ func (t *tab) submit(ctx context.Context, key string) Answer {
 	var a Answer
 	_, err := t.do(ctx, http.MethodPost, t.shop+"/shop/"+t.tenant+"/checkout", form, func(res *http.Response) {
 		a = readAnswer(res)
-	}, "Idempotency-Key", key, "Accept", "application/json")
+	}, "Idempotency-Key", key, "Prefer", PreferWait, "Accept", "application/json")
 	if err != nil {
 		return Answer{Err: err}
 	}

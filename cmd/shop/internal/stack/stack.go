@@ -113,6 +113,9 @@ type Background struct {
 	Jobs      *payments.Jobs
 	Completer *payments.Completer
 	Journal   *models.JournalStore
+	// KeyListener wakes the requests held by Prefer: wait for owners in other processes
+	// (PostgreSQL only; nil on SQLite).
+	KeyListener *models.KeyListener
 }
 
 // Stack is a running shop with its gateway. Its methods are safe to call from any goroutine.
@@ -243,6 +246,10 @@ func (s *Stack) start(ctx context.Context, wire Wire) error {
 	s.running.Add(2)
 	go func() { defer s.running.Done(); s.work.Completer.Run(bg, cfg.CompleterInterval) }()
 	go func() { defer s.running.Done(); s.work.Journal.Run(bg) }()
+	if l := s.work.KeyListener; l != nil {
+		s.running.Add(1)
+		go func() { defer s.running.Done(); l.Run(bg) }()
+	}
 
 	s.srv = &http.Server{
 		Handler:           e,
