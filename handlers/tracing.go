@@ -86,7 +86,7 @@ func (s tracedReservations) Reserve(ctx context.Context, req models.ReserveReque
 	if !span.IsRecording() {
 		return res, err
 	}
-	span.SetAttributes(attribute.String("checkoutlab.endpoint", req.Endpoint))
+	span.SetAttributes(attribute.String("checkoutlab.endpoint", req.Endpoint), attribute.String("checkoutlab.idempotency_key", req.Key))
 	switch {
 	case err != nil:
 		span.RecordError(err)

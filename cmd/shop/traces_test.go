@@ -47,7 +47,7 @@ func TestOneTraceFromCheckoutToJobs(t *testing.T) {
 						if got := ancestors(spans, s); len(got) == 0 || !strings.HasPrefix(got[0], "webhook charge.") {
 							t.Errorf("the shop's webhook span descends from %v, want the gateway's delivery webhook charge.…", got)
 						}
-					case "phase create_payment", "phase charge", "phase finish":
+					case "idempotency reserve", "phase create_payment", "phase charge", "phase finish":
 						if got := attr(s, "checkoutlab.idempotency_key"); got != key {
 							t.Errorf("%s: idempotency key %q, want %q", s.Name(), got, key)
 						}
