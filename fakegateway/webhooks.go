@@ -80,9 +80,8 @@ func (g *Gateway) enqueueEvents(tx *gorm.DB, ch chargeRow, types []string, plan 
 		if err != nil {
 			return fmt.Errorf("encode event: %w", err)
 		}
-		row := eventRow{ID: ev.ID, Type: typ, ChargeID: ch.ID, Payload: string(payload), CreatedAt: now,
-			Traceparent: traceparentOf(tx.Statement.Context)}
-		if err := tx.Create(&row).Error; err != nil {
+		if err := tx.Create(&eventRow{ID: ev.ID, Type: typ, ChargeID: ch.ID, Payload: string(payload), CreatedAt: now,
+			Traceparent: traceparentOf(tx.Statement.Context)}).Error; err != nil { // its deliveries continue this trace
 			return fmt.Errorf("store event: %w", err)
 		}
 		// The sender sends due deliveries in (next_attempt_at, id) order; a millisecond per
