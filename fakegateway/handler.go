@@ -16,6 +16,7 @@ func (g *Gateway) Handler() http.Handler {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = g.handleError
+	e.Pre(traceRequests) // one span per request, around all the rest (tracing.go)
 	e.Use(g.logRequests)
 
 	v1 := e.Group("/v1")

@@ -70,11 +70,12 @@ type faultRow struct {
 func (faultRow) TableName() string { return "gw_faults" }
 
 type eventRow struct {
-	ID        string `gorm:"primaryKey"`
-	Type      string
-	ChargeID  string
-	Payload   string
-	CreatedAt time.Time
+	ID          string `gorm:"primaryKey"`
+	Type        string
+	ChargeID    string
+	Payload     string
+	Traceparent string // of the request that made the event; its deliveries continue that trace
+	CreatedAt   time.Time
 }
 
 func (eventRow) TableName() string { return "gw_events" }

@@ -84,7 +84,8 @@ func (g *Gateway) enqueueEvents(tx *gorm.DB, ch chargeRow, types []string, plan 
 		if err != nil {
 			return fmt.Errorf("encode event: %w", err)
 		}
-		if err := tx.Create(&eventRow{ID: ev.ID, Type: typ, ChargeID: ch.ID, Payload: string(payload), CreatedAt: now}).Error; err != nil {
+		if err := tx.Create(&eventRow{ID: ev.ID, Type: typ, ChargeID: ch.ID, Payload: string(payload), CreatedAt: now,
+			Traceparent: traceparentOf(tx.Statement.Context)}).Error; err != nil { // its deliveries continue this trace
 			return fmt.Errorf("store event: %w", err)
 		}
 		// The sender of the charge's lane sends its due deliveries in (next_attempt_at, id)
@@ -347,7 +348,7 @@ func (g *Gateway) attempt(ctx context.Context, d deliveryRow, ev eventRow) error
 			return err
 		}
 	} else {
-		status, sendErr = g.send(ctx, ev)
+		status, sendErr = g.sendTraced(ctx, ev)
 	}
 	if ctx.Err() != nil {
 		return nil // shutting down: the delivery stays pending, runSenders gives its claim back
@@ -429,6 +430,7 @@ func (g *Gateway) send(ctx context.Context, ev eventRow) (int, error) {
 	req.Header.Set(standardwebhooks.HeaderWebhookID, ev.ID)
 	req.Header.Set(standardwebhooks.HeaderWebhookTimestamp, strconv.FormatInt(ts.Unix(), 10))
 	req.Header.Set(standardwebhooks.HeaderWebhookSignature, sig)
+	injectTrace(ctx, req.Header) // the receiver continues the charge's trace
 	resp, err := g.httpClient.Do(req)
 	if err != nil {
 		return 0, err

@@ -37,7 +37,8 @@ func NewGatewayClient(baseURL string, timeout time.Duration) *GatewayClient {
 	}
 	return &GatewayClient{
 		baseURL: strings.TrimRight(baseURL, "/"),
-		http:    &http.Client{Timeout: timeout, Transport: newGatewayTransport(GatewayConns)},
+		// Every call is a client span that carries its trace context to the gateway.
+		http: &http.Client{Timeout: timeout, Transport: traceGatewayCalls(newGatewayTransport(GatewayConns))},
 	}
 }
 

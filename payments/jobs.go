@@ -12,6 +12,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverdatabasesql"
 	"github.com/riverqueue/river/riverdriver/riversqlite"
 	"github.com/riverqueue/river/rivermigrate"
+	"github.com/riverqueue/river/rivertype"
 	"gorm.io/gorm"
 
 	"checkoutlab/models"
@@ -133,6 +134,7 @@ func NewJobs(cfg JobsConfig) (*Jobs, error) {
 		JobTimeout:           rescueAfter / 2,
 		RescueStuckJobsAfter: rescueAfter,
 		Logger:               logger,
+		Middleware:           []rivertype.Middleware{&jobTracing{}}, // a job continues its enqueuer's trace
 	})
 	if err != nil {
 		return nil, fmt.Errorf("job queue: %w", err)

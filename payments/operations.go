@@ -108,7 +108,10 @@ func (s *Service) run(ctx context.Context, key Key, op Operation, createPayment 
 		switch point := key.RecoveryPoint(); point {
 		case PointStarted:
 			s.crash(CrashAfterKeyReserved)
-			if err := createPayment(ctx); err != nil {
+			phaseCtx, span := startPhase(ctx, "create_payment", key)
+			err := createPayment(phaseCtx)
+			endPhase(span, err)
+			if err != nil {
 				return models.Response{}, err
 			}
 			s.crash(CrashAfterOrderCreated)
@@ -185,6 +188,8 @@ func (s *Service) charge(ctx context.Context, key Key, op Operation, resumed boo
 	// tab would only turn a clean outcome into an unknown one. The gateway client has its own
 	// timeout, and every write is fenced on the key, so nothing runs away.
 	ctx = context.WithoutCancel(ctx)
+	ctx, span := startPhase(ctx, "charge", key)
+	defer span.End()
 	pay, err := models.NewPaymentStore(s.DB).Get(ctx, key.PaymentID())
 	if err != nil {
 		return models.Response{}, fmt.Errorf("resume payment of key: %w", err)
@@ -312,6 +317,7 @@ type settlement struct {
 // key with it (recovery point finished). A crash before the commit leaves the key at
 // payment_created, to be resumed; after it, the answer is stored and will be replayed.
 func (s *Service) finish(ctx context.Context, key Key, op Operation, outcome settlement) (models.Response, error) {
+	ctx, span := startPhase(ctx, "finish", key)
 	var resp models.Response
 	err := s.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		order, pay, err := s.settleTx(tx, outcome)
@@ -332,6 +338,7 @@ func (s *Service) finish(ctx context.Context, key Key, op Operation, outcome set
 			OrderID: order.ID, PaymentID: pay.ID, Actor: models.ActorDatabase, Kind: models.JournalPhase,
 			Detail: fmt.Sprintf("finished: payment %s, order %s, answer %d stored with the key", pay.Status, order.Status, resp.Status)})
 	})
+	endPhase(span, err)
 	if err != nil {
 		return models.Response{}, err
 	}

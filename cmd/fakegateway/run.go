@@ -9,8 +9,10 @@ import (
 	"net"
 	"net/url"
 	"strings"
+	"time"
 
 	"checkoutlab/fakegateway"
+	"checkoutlab/telemetry"
 )
 
 // config is everything the command reads from its environment and flags.
@@ -68,6 +70,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(stdout, nil))
+	// Traces go to OTEL_EXPORTER_OTLP_ENDPOINT when it is set; off otherwise (docs/traces.md).
+	stopTracing, err := telemetry.Setup(ctx, "fakegateway")
+	if err != nil {
+		return err
+	}
+	defer flushTraces(stopTracing, log)
 	db, err := fakegateway.OpenDB(ctx, cfg.DatabaseURL, cfg.DataDir)
 	if err != nil {
 		return err
@@ -107,6 +115,15 @@ func warnDemoSecrets(log *slog.Logger, cfg config, base string) {
 	if cfg.WebhookSecret == fakegateway.DemoWebhookSecret {
 		log.Warn("DEMO WEBHOOK SECRET IN USE: WEBHOOK_SECRET is the public demo value, so anyone can sign webhooks " +
 			"the shop will believe. Set WEBHOOK_SECRET (the same in the shop) anywhere but your own machine.")
+	}
+}
+
+// flushTraces sends the spans still batched, giving the collector a few seconds at most.
+func flushTraces(stop func(context.Context) error, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := stop(ctx); err != nil {
+		log.Warn("flush traces", "err", err)
 	}
 }
 

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"go.yaml.in/yaml/v3"
+
+	"checkoutlab/telemetry"
 )
 
 // There is no Docker engine on the machines that run our tests, so docker-compose.yml is
@@ -38,7 +40,7 @@ func TestComposeFile(t *testing.T) {
 	if err := yaml.Unmarshal(raw, &compose); err != nil {
 		t.Fatalf("parse docker-compose.yml: %v", err)
 	}
-	for _, name := range []string{"postgres", "shop-1", "shop-2", "proxy", "gateway"} {
+	for _, name := range []string{"postgres", "shop-1", "shop-2", "proxy", "gateway", "jaeger"} {
 		s, ok := compose.Services[name]
 		if !ok {
 			t.Fatalf("service %s missing", name)
@@ -50,7 +52,8 @@ func TestComposeFile(t *testing.T) {
 	gw := compose.Services["gateway"]
 
 	// The variables the gateway process reads (cmd/fakegateway).
-	gatewayVars := []string{"GATEWAY_ADDR", "DATABASE_URL", "DATA_DIR", "SHOP_PUBLIC_URL", "WEBHOOK_SECRET", "GATEWAY_CONTROL_TOKEN"}
+	gatewayVars := append([]string{"GATEWAY_ADDR", "DATABASE_URL", "DATA_DIR", "SHOP_PUBLIC_URL", "WEBHOOK_SECRET", "GATEWAY_CONTROL_TOKEN"},
+		telemetry.Vars...)
 	for k := range gw.Environment {
 		if !slices.Contains(gatewayVars, k) {
 			t.Errorf("gateway sets %s, which is not a gateway variable", k)
@@ -59,7 +62,7 @@ func TestComposeFile(t *testing.T) {
 	if !slices.Equal(gw.Command, []string{"fakegateway"}) {
 		t.Errorf("gateway command: %v", gw.Command)
 	}
-	// Every variable given to the shop must be one loadConfig actually reads.
+	// Every variable given to the shop must be one loadConfig, or telemetry.Setup, actually reads.
 	read := map[string]bool{}
 	if _, err := loadConfig(nil, func(k string) string { read[k] = true; return "" }, io.Discard); err != nil {
 		t.Fatal(err)
@@ -67,7 +70,7 @@ func TestComposeFile(t *testing.T) {
 	for _, name := range []string{"shop-1", "shop-2"} {
 		shop := compose.Services[name]
 		for k := range shop.Environment {
-			if !read[k] {
+			if !read[k] && !slices.Contains(telemetry.Vars, k) {
 				t.Errorf("%s sets %s, which the shop never reads", name, k)
 			}
 		}
@@ -108,6 +111,20 @@ func TestComposeFile(t *testing.T) {
 	}
 	if !maps.Equal(compose.Services["shop-1"].Environment, compose.Services["shop-2"].Environment) {
 		t.Errorf("the replicas' environments differ: %v and %v", compose.Services["shop-1"].Environment, compose.Services["shop-2"].Environment)
+	}
+	// Traces (docs/traces.md): the shop replicas and the gateway send them to Jaeger over
+	// OTLP/HTTP, and its UI is published on the machine only.
+	jaeger := compose.Services["jaeger"]
+	if !strings.HasPrefix(jaeger.Image, "jaegertracing/all-in-one:") {
+		t.Errorf("jaeger image %q, want jaegertracing/all-in-one", jaeger.Image)
+	}
+	if !slices.Contains(jaeger.Ports, "127.0.0.1:16686:16686") {
+		t.Errorf("jaeger ports %v, want its UI on 127.0.0.1:16686", jaeger.Ports)
+	}
+	for _, name := range []string{"shop-1", "shop-2", "gateway"} {
+		if got := compose.Services[name].Environment[telemetry.EndpointVar]; got != "http://jaeger:4318" {
+			t.Errorf("%s %s = %q, want http://jaeger:4318 (Jaeger's OTLP/HTTP port)", name, telemetry.EndpointVar, got)
+		}
 	}
 	if compose.Services["shop-2"].DependsOn["shop-1"].Condition != "service_healthy" {
 		t.Errorf("shop-2 must wait for a healthy shop-1, which applies the migrations")

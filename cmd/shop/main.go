@@ -22,6 +22,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"checkoutlab/cmd/shop/internal/bench"
 	"checkoutlab/cmd/shop/internal/chaos"
@@ -29,6 +30,7 @@ import (
 	"checkoutlab/cmd/shop/internal/stack"
 	"checkoutlab/fakegateway"
 	"checkoutlab/models"
+	"checkoutlab/telemetry"
 )
 
 const usage = `usage: shop [serve | migrate | reset] [flags]
@@ -124,6 +126,20 @@ func reset(ctx context.Context, cfg stack.Config, stdout io.Writer) error {
 func serve(ctx context.Context, cfg stack.Config, stdout io.Writer) error {
 	cfg.LogOutput = stdout
 	cfg.Lab = labRunner("")
+	// Traces go to OTEL_EXPORTER_OTLP_ENDPOINT when it is set, and are off otherwise
+	// (docs/traces.md). Here and not in stack.Start: a test or `shop bench` installs its own
+	// TracerProvider before it starts stacks.
+	stopTracing, err := telemetry.Setup(ctx, "shop")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		flush, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := stopTracing(flush); err != nil {
+			fmt.Fprintln(stdout, "checkoutlab: flush traces:", err)
+		}
+	}()
 	st, err := stack.Start(ctx, cfg, mountRoutes)
 	if err != nil {
 		return err

@@ -34,7 +34,9 @@ func mountRoutes(p stack.Parts) (*stack.Background, error) {
 		logger.Warn("FAILURE LAB STACK: a protection is OFF; this shop double-charges on purpose. Never run it for real customers.",
 			"protection_off", string(protect.Off))
 	}
-	idem := &idempotency.Middleware{Store: protect.Reserver(keys), Lease: cfg.IdempotencyLease, Scope: handlers.KeyScope,
+	// One span per request, around all the rest (docs/traces.md); no-op unless tracing is on.
+	e.Pre(handlers.Tracing())
+	idem := &idempotency.Middleware{Store: handlers.TraceReservations(protect.Reserver(keys)), Lease: cfg.IdempotencyLease, Scope: handlers.KeyScope,
 		RenderError: handlers.ErrorResponse, Metrics: idempotency.NewMetrics(registry), Journal: journal}
 	// A request held by Prefer: wait hears of owners in other processes (the lab's replicas)
 	// through PostgreSQL's LISTEN/NOTIFY, with a look at its key every second in case an
