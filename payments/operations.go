@@ -55,7 +55,9 @@ func (s *Service) Checkout(ctx context.Context, key Key, req CheckoutRequest) (m
 		if err != nil {
 			return err
 		}
-		return s.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		// The key's own INSERT, for a fresh key, is the first statement of this transaction
+		// (Key.Transaction): the reservation commits with the order or not at all.
+		return key.Transaction(s.DB.WithContext(ctx), func(tx *gorm.DB) error {
 			order, err := models.CreateOrderTx(tx, req.Order)
 			if err != nil {
 				return err
@@ -86,7 +88,7 @@ func (s *Service) Pay(ctx context.Context, key Key, req PaymentRequest) (models.
 		if err != nil {
 			return err
 		}
-		return s.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		return key.Transaction(s.DB.WithContext(ctx), func(tx *gorm.DB) error {
 			// Read the order again inside the transaction: it may have been paid meanwhile.
 			current, err := models.GetOrderTx(tx, order.ID)
 			if err != nil {
@@ -131,10 +133,8 @@ func (s *Service) createPaymentTx(tx *gorm.DB, key Key, order *models.Order, pm 
 	if err != nil {
 		return err
 	}
-	if err := key.LinkTx(tx, order.ID, pay.ID); err != nil {
-		return err
-	}
-	if err := key.AdvanceTx(tx, PointPaymentCreated); err != nil {
+	// The links and the recovery point in one UPDATE of the key's row.
+	if err := key.ProgressTx(tx, PointPaymentCreated, order.ID, pay.ID); err != nil {
 		return err
 	}
 	return recordTx(s.Journal, tx, models.JournalEvent{TenantID: order.TenantID, IdempotencyKey: keyName(key),
@@ -313,7 +313,7 @@ type settlement struct {
 // payment_created, to be resumed; after it, the answer is stored and will be replayed.
 func (s *Service) finish(ctx context.Context, key Key, op Operation, outcome settlement) (models.Response, error) {
 	var resp models.Response
-	err := s.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	err := key.Transaction(s.DB.WithContext(ctx), func(tx *gorm.DB) error {
 		order, pay, err := s.settleTx(tx, outcome)
 		if err != nil {
 			return err
