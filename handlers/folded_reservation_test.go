@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -344,4 +345,68 @@ func (t *countingTx) Commit() error {
 		t.counter.writes.Add(t.writes)
 	}
 	return err
+}
+
+// TestAnswerFromHeldRows: the finish renders the answer from the order and payment the
+// operation wrote, with the settlement applied, instead of reading them back. That answer must
+// be exactly what rendering the rows as the database now has them gives — what the completer
+// or a resumed request, which hold nothing, would store. Checked for a decline (402), and for
+// paying that order again with another card (201, the order's second payment).
+func TestAnswerFromHeldRows(t *testing.T) {
+	modelstest.ForEachDialect(t, func(t *testing.T, db *gorm.DB) {
+		s := mustCheckoutStack(t, db, nil)
+		declined := s.post("/api/v1/checkout", "held-1", strings.Replace(checkoutJSON, "4242424242424242", "4000000000000002", 1))
+		if declined.Code != http.StatusPaymentRequired {
+			t.Fatalf("declined checkout: got %d %s, want 402", declined.Code, declined.Body)
+		}
+		var pays []models.Payment
+		db.Find(&pays)
+		if len(pays) != 1 {
+			t.Fatalf("got %d payments, want 1", len(pays))
+		}
+		mustRenderAsStored(t, db, payments.OperationCheckout, pays[0].ID, declined)
+
+		var o models.Order
+		db.Take(&o)
+		body := `{"order_id":"` + o.ID + `","amount":` + strconv.FormatInt(o.Amount, 10) + `,"currency":"` + o.Currency +
+			`","card_number":"4242424242424242"}`
+		paid := s.post("/api/v1/payments", "held-2", body)
+		if paid.Code != http.StatusCreated {
+			t.Fatalf("payment: got %d %s, want 201", paid.Code, paid.Body)
+		}
+		var second models.Payment
+		db.Where("id <> ?", pays[0].ID).Take(&second)
+		mustRenderAsStored(t, db, payments.OperationPayment, second.ID, paid)
+
+		checkout := s.post("/api/v1/checkout", "held-3", checkoutJSON)
+		var third models.Payment
+		db.Where("id NOT IN ?", []string{pays[0].ID, second.ID}).Take(&third)
+		mustRenderAsStored(t, db, payments.OperationCheckout, third.ID, checkout)
+	})
+}
+
+// mustRenderAsStored renders op's answer for payment paymentID from the database and compares
+// it with got, the answer the request received.
+func mustRenderAsStored(tb testing.TB, db *gorm.DB, op payments.Operation, paymentID string, got *httptest.ResponseRecorder) {
+	tb.Helper()
+	pay, err := models.NewPaymentStore(db).Get(context.Background(), paymentID)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	order, err := models.NewOrderStore(db).Get(context.Background(), pay.TenantID, pay.OrderID)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	out := payments.Result{Operation: op, Order: order, Payment: pay}
+	if pay.Status == models.PaymentFailed {
+		out.Err = payments.Declined(pay.DeclineCode)
+	}
+	want, err := handlers.RenderOperation(out)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if got.Code != want.Status || got.Body.String() != string(want.Body) {
+		tb.Errorf("answer rendered from the held rows differs from the rows read back:\ngot  %d %s\nwant %d %s",
+			got.Code, got.Body, want.Status, want.Body)
+	}
 }
