@@ -159,7 +159,14 @@ func (s *JournalStore) flush(ctx context.Context) {
 // is counted on the last such row (Repeats, LastAt) instead of written, so a client that
 // retries for ever cannot grow an order's journal for ever. Several shop processes each
 // decide for themselves, so the bound can be passed by a row or two per process.
-const JournalRepeatRows = 10
+//
+// It is 1: the order page needs to show THAT the client came back and got the stored answer
+// (or a 409, or a 422), how often and when last — "replayed: the stored answer 201, nothing
+// ran (and 18 more like it, the last at …)" — not a row per retry. So after its first, a
+// replay costs no row: the middleware's Record only queues it (Run), and the queued repeats
+// of a key are counted with one UPDATE per batch, however many there were. The metric
+// checkoutlab_idempotency_outcomes_total{outcome="replayed"} counts every one.
+const JournalRepeatRows = 1
 
 // repeatKey names the events of one key that repeat one answer.
 type repeatKey struct{ tenant, key, kind, outcome string }
