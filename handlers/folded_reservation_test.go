@@ -3,6 +3,7 @@ package handlers_test
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -207,7 +208,7 @@ func TestFreshKeyCommits(t *testing.T) {
 			t.Fatalf("order: got %d %s", rec.Code, rec.Body)
 		}
 		orderCommits, orderWrites := s.commits.get()
-		t.Logf("POST /api/v1/orders, fresh key: %d write commits, %d write statements", orderCommits, orderWrites)
+		t.Logf("POST /api/v1/orders, fresh key: %d write commits, %d write statements; in all %s", orderCommits, orderWrites, s.commits.statements())
 		if orderCommits != 1 {
 			t.Errorf("POST /api/v1/orders: got %d write commits, want 1", orderCommits)
 		}
@@ -217,7 +218,7 @@ func TestFreshKeyCommits(t *testing.T) {
 			t.Fatalf("checkout: got %d %s", rec.Code, rec.Body)
 		}
 		checkoutCommits, checkoutWrites := s.commits.get()
-		t.Logf("POST /api/v1/checkout, fresh key: %d write commits, %d write statements", checkoutCommits, checkoutWrites)
+		t.Logf("POST /api/v1/checkout, fresh key: %d write commits, %d write statements; in all %s", checkoutCommits, checkoutWrites, s.commits.statements())
 		if checkoutCommits != 2 {
 			t.Errorf("POST /api/v1/checkout: got %d write commits, want 2", checkoutCommits)
 		}
@@ -227,7 +228,7 @@ func TestFreshKeyCommits(t *testing.T) {
 			t.Fatalf("replay: got %d %s", rec.Code, rec.Body)
 		}
 		replayCommits, _ := s.commits.get()
-		t.Logf("replay: %d write commits", replayCommits)
+		t.Logf("replay: %d write commits; in all %s", replayCommits, s.commits.statements())
 		if replayCommits != 0 {
 			t.Errorf("replay: got %d write commits, want 0", replayCommits)
 		}
@@ -240,12 +241,37 @@ func TestFreshKeyCommits(t *testing.T) {
 // transaction counts as a commit of its own (autocommit). Reads never count.
 type commitCounter struct {
 	commits, writes atomic.Int64
+	// inserts, updates and selects count every statement by its verb, in a transaction or
+	// not, the journal's own included: figures for the report, not for assertions.
+	inserts, updates, selects atomic.Int64
 	// skipJournal leaves out the journal's own best-effort writes (JournalStore.Record), which
 	// the shop queues and writes in batches off the request's path.
 	skipJournal atomic.Bool
 }
 
-func (c *commitCounter) reset()              { c.commits.Store(0); c.writes.Store(0) }
+func (c *commitCounter) reset() {
+	for _, n := range []*atomic.Int64{&c.commits, &c.writes, &c.inserts, &c.updates, &c.selects} {
+		n.Store(0)
+	}
+}
+
+// statements says how many SELECTs, INSERTs and UPDATEs ran since the last reset.
+func (c *commitCounter) statements() string {
+	return fmt.Sprintf("%d SELECT, %d INSERT, %d UPDATE", c.selects.Load(), c.inserts.Load(), c.updates.Load())
+}
+
+// verb counts query by its first word.
+func (c *commitCounter) verb(query string) {
+	q := strings.ToUpper(strings.TrimSpace(query))
+	switch {
+	case strings.HasPrefix(q, "SELECT"):
+		c.selects.Add(1)
+	case strings.HasPrefix(q, "INSERT"):
+		c.inserts.Add(1)
+	case strings.HasPrefix(q, "UPDATE"):
+		c.updates.Add(1)
+	}
+}
 func (c *commitCounter) get() (int64, int64) { return c.commits.Load(), c.writes.Load() }
 
 // journalQueued makes the counter leave the journal's out-of-transaction writes out.
@@ -273,6 +299,7 @@ type countingPool struct {
 }
 
 func (p *countingPool) note(query string) {
+	p.counter.verb(query)
 	if isWrite(query) && !(p.counter.skipJournal.Load() && isJournal(query)) {
 		p.counter.writes.Add(1)
 		p.counter.commits.Add(1)
@@ -318,6 +345,7 @@ type countingTx struct {
 }
 
 func (t *countingTx) note(query string) {
+	t.counter.verb(query)
 	if isWrite(query) {
 		t.writes++
 	}
