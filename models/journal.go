@@ -252,11 +252,20 @@ func (s *JournalStore) write(db *gorm.DB, evs []JournalEvent) error {
 	return nil
 }
 
-// RecordTx appends ev inside tx, the transaction of the phase it describes, so the event and
-// the work commit together or not at all. An error means tx is unusable: return it.
-func (s *JournalStore) RecordTx(tx *gorm.DB, ev JournalEvent) error {
-	if err := tx.Table(ev.TableName()).Create(ev.row()).Error; err != nil {
-		return fmt.Errorf("record journal event: %w", err)
+// RecordTx appends evs inside tx, the transaction of the phase they describe, so the events
+// and the work commit together or not at all. Several events are written by one INSERT
+// (journalBatch rows at most), so a transaction that records many — the expiry of a batch of
+// orders — pays one statement, not one per event. An error means tx is unusable: return it.
+func (s *JournalStore) RecordTx(tx *gorm.DB, evs ...JournalEvent) error {
+	rows := make([]map[string]any, 0, len(evs))
+	for i := range evs {
+		rows = append(rows, evs[i].row())
+	}
+	for start := 0; start < len(rows); start += journalBatch {
+		batch := rows[start:min(start+journalBatch, len(rows))]
+		if err := tx.Table(JournalEvent{}.TableName()).Create(batch).Error; err != nil {
+			return fmt.Errorf("record journal event: %w", err)
+		}
 	}
 	return nil
 }
