@@ -27,6 +27,7 @@ type OwnedKey interface {
 	Completed() bool
 
 	Transaction(db *gorm.DB, fn func(tx *gorm.DB) error) error
+	Claim(ctx context.Context) error
 	AdvanceTx(tx *gorm.DB, point string) error
 	LinkTx(tx *gorm.DB, orderID, paymentID string) error
 	ProgressTx(tx *gorm.DB, point, orderID, paymentID string) error
@@ -151,6 +152,23 @@ func (k *IdempotencyKey) Transaction(db *gorm.DB, fn func(tx *gorm.DB) error) er
 		}
 	}
 	return err
+}
+
+// Claim writes a fresh key's row now, in a statement of its own (the reservation as Reserve
+// makes it), and does nothing for a key already written. An operation that does something
+// outside the database before its first transaction — a gateway refund — must call it first:
+// folding the INSERT into a later transaction would let a duplicate request do that
+// something too, and then lose the race for the key. It returns ErrKeyTaken if another
+// request holds the key.
+func (k *IdempotencyKey) Claim(ctx context.Context) error {
+	if k.rowState() != rowUnwritten {
+		return nil
+	}
+	if err := k.insertTx(k.store.db.WithContext(ctx), nil); err != nil {
+		return err
+	}
+	k.setRowState(rowWritten) // a statement of its own: committed
+	return nil
 }
 
 // insertTx writes the fresh key's row, with the columns of set (a fenced write's) applied, in

@@ -81,6 +81,9 @@ func (k *MemoryKey) Transaction(db *gorm.DB, fn func(tx *gorm.DB) error) error {
 	return db.Transaction(fn)
 }
 
+// Claim has no row to write.
+func (k *MemoryKey) Claim(context.Context) error { return nil }
+
 func (k *MemoryKey) AdvanceTx(tx *gorm.DB, point string) error {
 	return k.ProgressTx(tx, point, "", "")
 }
