@@ -208,9 +208,23 @@ func checkFaultStatus(fault string, status int) error {
 // faultDice holds one seeded random source per armed fault, so a fault armed with a seed
 // strikes in the same pattern every run. The sources live in memory: after a restart a
 // fault's sequence starts again from its seed.
+//
+// It also caches which faults are armed. A charge asks for faults up to seven times (ignore
+// key, latency, the outcome faults, decline, three webhook faults), and almost always none is
+// armed: without the cache that is seven reads of gw_faults per charge. The cache holds the
+// names of the armed faults, read from the table when it is empty; every write to the table
+// empties it in this process — arming (armFault), disarming one or all (forget, reset) and a
+// strike that counts a fault down (takeFault) — so a fault armed through the control API
+// strikes the very next charge, exactly as before. Only "is any of these armed?" is answered
+// from memory: a fault that is armed is still read and counted down in the database, so the
+// history and the remaining counts stay the table's. A generation number keeps a read that
+// raced with a write from filling the cache with what it saw before the write.
 type faultDice struct {
 	mu      sync.Mutex
 	sources map[int64]*rand.Rand
+
+	armed      map[string]bool // names of the armed faults; nil: not known, read the table
+	generation uint64          // counts invalidations
 }
 
 func newFaultDice() *faultDice { return &faultDice{sources: map[int64]*rand.Rand{}} }
@@ -237,21 +251,73 @@ func (d *faultDice) forget(id int64) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	delete(d.sources, id)
+	d.invalidateLocked()
 }
 
 func (d *faultDice) reset() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	clear(d.sources)
+	d.invalidateLocked()
+}
+
+// invalidate empties the cache of armed faults, after a write to gw_faults.
+func (d *faultDice) invalidate() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.invalidateLocked()
+}
+
+func (d *faultDice) invalidateLocked() {
+	d.armed = nil
+	d.generation++
+}
+
+// anyArmed reports whether a fault of names may be armed, reading the armed names from db
+// when the cache is empty.
+func (d *faultDice) anyArmed(ctx context.Context, db *gorm.DB, names []string) (bool, error) {
+	d.mu.Lock()
+	armed, gen := d.armed, d.generation
+	d.mu.Unlock()
+	if armed == nil {
+		var rows []string
+		if err := db.WithContext(ctx).Model(&faultRow{}).Where("remaining > 0 AND disarmed_at IS NULL").
+			Distinct().Pluck("fault", &rows).Error; err != nil {
+			return false, fmt.Errorf("load armed faults: %w", err)
+		}
+		armed = map[string]bool{}
+		for _, name := range rows {
+			armed[name] = true
+		}
+		d.mu.Lock()
+		if d.generation == gen { // no write since we started reading: what we saw is current
+			d.armed = armed
+		}
+		d.mu.Unlock()
+	}
+	for _, name := range names {
+		if armed[name] {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // takeFault returns the oldest armed fault among names whose dice strike, after counting it
 // down with a conditional UPDATE (two concurrent requests cannot both take the last strike).
 // It returns nil when no fault strikes. db may be a transaction.
 func (g *Gateway) takeFault(ctx context.Context, db *gorm.DB, names ...string) (*faultRow, error) {
+	if any, err := g.faults.anyArmed(ctx, db, names); err != nil || !any {
+		return nil, err // the usual case: none armed, known without a read
+	}
 	var armed []faultRow
 	if err := db.WithContext(ctx).Where("fault IN ? AND remaining > 0 AND disarmed_at IS NULL", names).Order("id").Find(&armed).Error; err != nil {
 		return nil, fmt.Errorf("load armed faults: %w", err)
+	}
+	if len(armed) == 0 {
+		// The cache said armed, the table says spent (a strike in a transaction that
+		// committed after the cache was read): read it afresh next time.
+		g.faults.invalidate()
 	}
 	for _, f := range armed {
 		if !g.faults.roll(f) {
@@ -262,6 +328,8 @@ func (g *Gateway) takeFault(ctx context.Context, db *gorm.DB, names ...string) (
 		if res.Error != nil {
 			return nil, fmt.Errorf("take fault %s: %w", f.Fault, res.Error)
 		}
+		// Counted down (or lost a race to another strike): the armed set may have changed.
+		g.faults.invalidate()
 		if res.RowsAffected == 1 {
 			f.Remaining--
 			g.log.InfoContext(ctx, "fault strikes", "fault", f.Fault, "fault_id", f.ID, "remaining", f.Remaining)
@@ -278,7 +346,9 @@ func (g *Gateway) armFault(ctx context.Context, req FaultRequest) (Fault, error)
 	if err != nil {
 		return Fault{}, err
 	}
-	if err := g.db.WithContext(ctx).Create(&row).Error; err != nil {
+	err = g.db.WithContext(ctx).Create(&row).Error
+	g.faults.invalidate() // even on an error: the row may exist
+	if err != nil {
 		return Fault{}, fmt.Errorf("arm fault: %w", err)
 	}
 	g.log.InfoContext(ctx, "fault armed", "fault", row.Fault, "fault_id", row.ID, "times", row.Times,

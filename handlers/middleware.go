@@ -91,8 +91,10 @@ type TenantFinder interface {
 
 // APIKeyAuth authenticates API calls with "Authorization: Bearer <api key>". The tenant comes
 // from the credential, never from the request. The principal (who, within the tenant, made
-// the call) is derived from the key, so idempotency keys are scoped to it.
+// the call) is derived from the key, so idempotency keys are scoped to it. Found tenants are
+// remembered by API-key hash for TenantCacheTTL (tenant_cache.go).
 func APIKeyAuth(tenants TenantFinder) echo.MiddlewareFunc {
+	tenants = newTenantCache(tenants, TenantCacheTTL)
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			auth := c.Request().Header.Get(echo.HeaderAuthorization)

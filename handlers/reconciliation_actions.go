@@ -85,6 +85,11 @@ var decodeAction = jsonRequest("The action", func(obj map[string]json.RawMessage
 // 502 refund_outcome_unknown (retry: it refunds once).
 func runAction(c echo.Context, desk TriageDesk) error {
 	r := idempotency.RequestOf(c).(*actionRequest)
+	// An action may call the gateway (a refund) before it records its decision: its key is
+	// written first, so a double click waits for this answer instead of acting too.
+	if err := idempotency.Claim(c); err != nil {
+		return err
+	}
 	res, err := desk.Act(c.Request().Context(), payments.ActionRequest{TenantID: TenantOf(c).ID, OrderID: r.OrderID,
 		Action: r.Action, Outcome: r.Outcome, Reason: r.Reason, Who: PrincipalOf(c)})
 	if err != nil {

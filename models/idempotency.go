@@ -100,6 +100,9 @@ type ReserveRequest struct {
 	// owner's lease too, so every request of a deployment must use the same value
 	// (IDEMPOTENCY_LEASE); changing it takes effect for all keys at once.
 	Lease time.Duration
+	// Deferred asks Reserve to write nothing for a fresh key: the operation's first
+	// transaction inserts it (IdempotencyKey.Transaction). The shop's middleware sets it.
+	Deferred bool
 }
 
 // Reservation is the answer of Reserve. Exactly one of Key (Reserved), Response (Replay) or
@@ -132,6 +135,12 @@ func now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
 // RecoveryPoint. If the row vanished between the two statements (deleted after a validation
 // error) or the takeover lost a race, it tries again, a bounded number of times.
 //
+// With req.Deferred (what the shop's middleware asks for) the order is the other way round:
+// Reserve first only READS the key, and a key that has no row comes back Reserved but
+// unwritten — its INSERT is the first statement of the operation's first transaction (see
+// IdempotencyKey). That saves the reservation its own commit; the unique index still decides
+// the owner, so it is exactly as atomic.
+//
 // Errors are infrastructure failures only (the database is unreachable, …).
 func (s *IdempotencyStore) Reserve(ctx context.Context, req ReserveRequest) (*Reservation, error) {
 	db := s.db.WithContext(ctx)
@@ -144,6 +153,23 @@ func (s *IdempotencyStore) Reserve(ctx context.Context, req ReserveRequest) (*Re
 			RecoveryPoint: RecoveryStarted, LockToken: &token, LockedAt: &t,
 			RequestParams: string(req.Params), Attempts: 1, CreatedAt: t, UpdatedAt: t,
 		}
+		if req.Deferred {
+			existing, err := s.read(db, req)
+			if errors.Is(err, gorm.ErrRecordNotFound) {
+				// Absent: ours to run, but nothing is written yet. The operation's first
+				// transaction inserts the row; if another request inserted it first, that
+				// transaction fails with ErrKeyTaken and the caller comes back here.
+				return &Reservation{Outcome: Reserved, Key: newUnwrittenKey(s, &row, req.Lease)}, nil
+			}
+			if err != nil {
+				return nil, err
+			}
+			if r, decided, err := s.decide(db, req, existing, token, t); decided || err != nil {
+				return r, err
+			}
+			continue
+		}
+
 		res := db.Clauses(clause.OnConflict{
 			Columns:   []clause.Column{{Name: "tenant_id"}, {Name: "key"}},
 			DoNothing: true,
@@ -156,49 +182,67 @@ func (s *IdempotencyStore) Reserve(ctx context.Context, req ReserveRequest) (*Re
 		}
 
 		// Someone made this key before us: read it and decide.
-		var existing IdempotencyRecord
-		err := db.Where("tenant_id = ? AND key = ?", req.TenantID, req.Key).Take(&existing).Error
+		existing, err := s.read(db, req)
 		if errors.Is(err, gorm.ErrRecordNotFound) {
 			continue // deleted in between (a validation error freed it): reserve again
 		}
 		if err != nil {
-			return nil, fmt.Errorf("read idempotency key: %w", err)
+			return nil, err
 		}
-		if existing.Principal != req.Principal || existing.Endpoint != req.Endpoint || existing.Fingerprint != req.Fingerprint {
-			return &Reservation{Outcome: Mismatch}, nil
-		}
-		if existing.State == KeyCompleted {
-			resp, err := existing.storedResponse()
-			if err != nil {
-				return nil, err
-			}
-			return &Reservation{Outcome: Replay, Response: resp}, nil
-		}
-		cutoff := t.Add(-req.Lease)
-		if existing.LockToken != nil && existing.LockedAt != nil && existing.LockedAt.After(cutoff) {
-			return &Reservation{Outcome: InProgress, RetryAfter: existing.LockedAt.Sub(cutoff)}, nil
-		}
-
-		// The owner released the key (lock_token NULL) or went silent for a whole lease: take
-		// it over, but only if it is still in that state when our UPDATE runs. Two requests
-		// racing here both read the same row; the WHERE clause lets exactly one of them win.
-		res = db.Model(&IdempotencyRecord{}).
-			Where("id = ? AND state = ? AND (lock_token IS NULL OR locked_at < ?)", existing.ID, KeyInProgress, cutoff).
-			Updates(map[string]any{"lock_token": token, "locked_at": t, "updated_at": t,
-				"attempts": gorm.Expr("attempts + 1")})
-		if res.Error != nil {
-			return nil, fmt.Errorf("take over idempotency key: %w", res.Error)
-		}
-		if res.RowsAffected == 1 {
-			existing.LockToken, existing.LockedAt, existing.UpdatedAt = &token, &t, t
-			existing.Attempts++
-			return &Reservation{Outcome: Reserved, Key: newKeyHandle(s, &existing, req.Lease)}, nil
+		if r, decided, err := s.decide(db, req, existing, token, t); decided || err != nil {
+			return r, err
 		}
 		// Another request took it over (or completed it) between our read and our update:
 		// go round again and read what it did.
 	}
 	// Three rounds lost to other requests: somebody is actively working on this key.
 	return &Reservation{Outcome: InProgress, RetryAfter: time.Second}, nil
+}
+
+// read returns the row of req's key, or gorm.ErrRecordNotFound.
+func (s *IdempotencyStore) read(db *gorm.DB, req ReserveRequest) (*IdempotencyRecord, error) {
+	var existing IdempotencyRecord
+	err := db.Where("tenant_id = ? AND key = ?", req.TenantID, req.Key).Take(&existing).Error
+	if err != nil && !errors.Is(err, gorm.ErrRecordNotFound) {
+		return nil, fmt.Errorf("read idempotency key: %w", err)
+	}
+	return &existing, err
+}
+
+// decide answers a request whose key exists: Mismatch, Replay, InProgress, or a takeover
+// (Reserved). decided is false when the takeover lost a race and the caller must look again.
+func (s *IdempotencyStore) decide(db *gorm.DB, req ReserveRequest, existing *IdempotencyRecord, token string, t time.Time) (r *Reservation, decided bool, err error) {
+	if existing.Principal != req.Principal || existing.Endpoint != req.Endpoint || existing.Fingerprint != req.Fingerprint {
+		return &Reservation{Outcome: Mismatch}, true, nil
+	}
+	if existing.State == KeyCompleted {
+		resp, err := existing.storedResponse()
+		if err != nil {
+			return nil, true, err
+		}
+		return &Reservation{Outcome: Replay, Response: resp}, true, nil
+	}
+	cutoff := t.Add(-req.Lease)
+	if existing.LockToken != nil && existing.LockedAt != nil && existing.LockedAt.After(cutoff) {
+		return &Reservation{Outcome: InProgress, RetryAfter: existing.LockedAt.Sub(cutoff)}, true, nil
+	}
+
+	// The owner released the key (lock_token NULL) or went silent for a whole lease: take
+	// it over, but only if it is still in that state when our UPDATE runs. Two requests
+	// racing here both read the same row; the WHERE clause lets exactly one of them win.
+	res := db.Model(&IdempotencyRecord{}).
+		Where("id = ? AND state = ? AND (lock_token IS NULL OR locked_at < ?)", existing.ID, KeyInProgress, cutoff).
+		Updates(map[string]any{"lock_token": token, "locked_at": t, "updated_at": t,
+			"attempts": gorm.Expr("attempts + 1")})
+	if res.Error != nil {
+		return nil, true, fmt.Errorf("take over idempotency key: %w", res.Error)
+	}
+	if res.RowsAffected == 0 {
+		return nil, false, nil
+	}
+	existing.LockToken, existing.LockedAt, existing.UpdatedAt = &token, &t, t
+	existing.Attempts++
+	return &Reservation{Outcome: Reserved, Key: newKeyHandle(s, existing, req.Lease)}, true, nil
 }
 
 func (r *IdempotencyRecord) storedResponse() (*Response, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"gorm.io/gorm"
@@ -14,15 +15,109 @@ import (
 // lab stack is wired with one of them (payments/protections.go picks it); nothing else in the
 // shop knows they exist.
 
-// ForgetfulReservations remembers nothing (server_idempotency off): every request runs under
-// a key of its own that no retry will ever name, so each retry is a new operation.
+// ForgetfulReservations remembers nothing (server_idempotency off): the lab's true baseline.
+// It reads and writes no key at all — no idempotency_keys row, no reservation journal row —
+// and the middleware neither requires nor reads the header (Forgets). Every request runs as a
+// new operation under an in-memory handle (MemoryKey), so the operations run the same business
+// code, phase by phase, as the protected shop; only the key's statements are missing. That is
+// what makes the lab's throughput ratio the price of the mechanism.
 type ForgetfulReservations struct{ Store *IdempotencyStore }
 
-// Reserve reserves req under a fresh key.
-func (f ForgetfulReservations) Reserve(ctx context.Context, req ReserveRequest) (*Reservation, error) {
-	req.Key = NewID("forgotten")
-	return f.Store.Reserve(ctx, req)
+// Reserve hands out an in-memory key; it touches no table.
+func (f ForgetfulReservations) Reserve(_ context.Context, req ReserveRequest) (*Reservation, error) {
+	return &Reservation{Outcome: Reserved, Key: &MemoryKey{id: NewID("mem"), lease: req.Lease, params: string(req.Params),
+		recoveryPoint: RecoveryStarted}}, nil
 }
+
+// Forgets tells the middleware that no key is kept, so none is required.
+func (ForgetfulReservations) Forgets() bool { return true }
+
+// MemoryKey is an OwnedKey that keeps its progress in memory only and writes nothing: the
+// phases record their recovery point and links in it, and a completion just marks it. After
+// a crash nothing of it survives, so nothing resumes the operation: that is the baseline.
+type MemoryKey struct {
+	id, params string
+	lease      time.Duration
+
+	mu                 sync.Mutex
+	recoveryPoint      string
+	orderID, paymentID string
+	completed          bool
+}
+
+// ID names the handle (mem_…), for logs; Key is empty: no client key is kept.
+func (k *MemoryKey) ID() string           { return k.id }
+func (k *MemoryKey) Key() string          { return "" }
+func (k *MemoryKey) Lease() time.Duration { return k.lease }
+func (k *MemoryKey) Attempts() int        { return 1 }
+func (k *MemoryKey) Params() []byte       { return []byte(k.params) }
+
+func (k *MemoryKey) OrderID() string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.orderID
+}
+
+func (k *MemoryKey) PaymentID() string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.paymentID
+}
+
+func (k *MemoryKey) RecoveryPoint() string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.recoveryPoint
+}
+
+func (k *MemoryKey) Completed() bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.completed
+}
+
+// Transaction is a plain transaction: there is no key row to insert.
+func (k *MemoryKey) Transaction(db *gorm.DB, fn func(tx *gorm.DB) error) error {
+	return db.Transaction(fn)
+}
+
+// Claim has no row to write.
+func (k *MemoryKey) Claim(context.Context) error { return nil }
+
+func (k *MemoryKey) AdvanceTx(tx *gorm.DB, point string) error {
+	return k.ProgressTx(tx, point, "", "")
+}
+func (k *MemoryKey) LinkTx(tx *gorm.DB, orderID, paymentID string) error {
+	return k.ProgressTx(tx, "", orderID, paymentID)
+}
+
+// ProgressTx remembers the point and the links; tx is not written to.
+func (k *MemoryKey) ProgressTx(_ *gorm.DB, point, orderID, paymentID string) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if point != "" {
+		k.recoveryPoint = point
+	}
+	if orderID != "" {
+		k.orderID = orderID
+	}
+	if paymentID != "" {
+		k.paymentID = paymentID
+	}
+	return nil
+}
+
+func (k *MemoryKey) CompleteTx(_ *gorm.DB, _ Response) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.completed, k.recoveryPoint = true, RecoveryFinished
+	return nil
+}
+
+func (k *MemoryKey) Complete(_ context.Context, r Response) error { return k.CompleteTx(nil, r) }
+func (k *MemoryKey) Renew(context.Context) error                  { return nil }
+func (k *MemoryKey) Release(context.Context) error                { return nil }
+func (k *MemoryKey) Delete(context.Context) (bool, error)         { return true, nil }
 
 // CheckThenInsertReservations is the RACY reservation that Reserve replaces
 // (atomic_reservation off). It knows two states, absent and completed: it SELECTs the key; a

@@ -159,7 +159,14 @@ func (s *JournalStore) flush(ctx context.Context) {
 // is counted on the last such row (Repeats, LastAt) instead of written, so a client that
 // retries for ever cannot grow an order's journal for ever. Several shop processes each
 // decide for themselves, so the bound can be passed by a row or two per process.
-const JournalRepeatRows = 10
+//
+// It is 1: the order page needs to show THAT the client came back and got the stored answer
+// (or a 409, or a 422), how often and when last — "replayed: the stored answer 201, nothing
+// ran (and 18 more like it, the last at …)" — not a row per retry. So after its first, a
+// replay costs no row: the middleware's Record only queues it (Run), and the queued repeats
+// of a key are counted with one UPDATE per batch, however many there were. The metric
+// checkoutlab_idempotency_outcomes_total{outcome="replayed"} counts every one.
+const JournalRepeatRows = 1
 
 // repeatKey names the events of one key that repeat one answer.
 type repeatKey struct{ tenant, key, kind, outcome string }
@@ -245,11 +252,20 @@ func (s *JournalStore) write(db *gorm.DB, evs []JournalEvent) error {
 	return nil
 }
 
-// RecordTx appends ev inside tx, the transaction of the phase it describes, so the event and
-// the work commit together or not at all. An error means tx is unusable: return it.
-func (s *JournalStore) RecordTx(tx *gorm.DB, ev JournalEvent) error {
-	if err := tx.Table(ev.TableName()).Create(ev.row()).Error; err != nil {
-		return fmt.Errorf("record journal event: %w", err)
+// RecordTx appends evs inside tx, the transaction of the phase they describe, so the events
+// and the work commit together or not at all. Several events are written by one INSERT
+// (journalBatch rows at most), so a transaction that records many — the expiry of a batch of
+// orders — pays one statement, not one per event. An error means tx is unusable: return it.
+func (s *JournalStore) RecordTx(tx *gorm.DB, evs ...JournalEvent) error {
+	rows := make([]map[string]any, 0, len(evs))
+	for i := range evs {
+		rows = append(rows, evs[i].row())
+	}
+	for start := 0; start < len(rows); start += journalBatch {
+		batch := rows[start:min(start+journalBatch, len(rows))]
+		if err := tx.Table(JournalEvent{}.TableName()).Create(batch).Error; err != nil {
+			return fmt.Errorf("record journal event: %w", err)
+		}
 	}
 	return nil
 }

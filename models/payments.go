@@ -152,6 +152,55 @@ func SettlePaymentTx(tx *gorm.DB, paymentID, status, chargeID, declineCode strin
 	return transitionTx(tx, paymentID, moved)
 }
 
+// SettleHeldPaymentTx is SettlePaymentTx for a caller that holds the payment and its order as
+// it wrote them (the operation that created them a moment ago): when its conditional UPDATEs
+// move them, it applies the same change to the held rows instead of reading them back, and
+// returns them. Only when something else moved them first (a webhook settled the payment, the
+// order changed) does it read them, as SettlePaymentTx does. order must have its lines loaded.
+func SettleHeldPaymentTx(tx *gorm.DB, pay *Payment, order *Order, status, chargeID, declineCode string) (*PaymentTransition, error) {
+	if _, ok := paymentPredecessors[status]; !ok {
+		return nil, fmt.Errorf("settle payment: %q is not a final status", status)
+	}
+	at := tx.NowFunc()
+	res := tx.Model(&Payment{}).Where("id = ? AND status IN ?", pay.ID, paymentPredecessors[status]).
+		Updates(settlement(tx, status, chargeID, declineCode))
+	if res.Error != nil {
+		return nil, fmt.Errorf("settle payment %s: %w", pay.ID, res.Error)
+	}
+	if res.RowsAffected == 0 {
+		return transitionTx(tx, pay.ID, false) // settled by someone else: read what they wrote
+	}
+	settled := *pay
+	settled.Status, settled.UpdatedAt = status, at
+	if chargeID != "" && settled.GatewayChargeID == nil {
+		settled.GatewayChargeID = &chargeID // COALESCE(gateway_charge_id, ?)
+	}
+	if declineCode != "" {
+		settled.DeclineCode = declineCode
+	}
+	moved := *order
+	if orderStatus := orderStatusOf[status]; orderStatus != "" {
+		res := tx.Model(&Order{}).Where("id = ? AND status IN ?", order.ID, orderPredecessors[orderStatus]).
+			Updates(map[string]any{"status": orderStatus, "updated_at": at})
+		if res.Error != nil {
+			return nil, fmt.Errorf("move order of payment %s to %s: %w", pay.ID, orderStatus, res.Error)
+		}
+		if res.RowsAffected == 0 {
+			return transitionTx(tx, pay.ID, true) // the order had moved on: read it
+		}
+		moved.Status, moved.UpdatedAt = orderStatus, at
+	}
+	// The order's payments, oldest first, with this one as it now is.
+	moved.Payments = make([]Payment, 0, len(order.Payments)+1)
+	for _, p := range order.Payments {
+		if p.ID != pay.ID {
+			moved.Payments = append(moved.Payments, p)
+		}
+	}
+	moved.Payments = append(moved.Payments, settled)
+	return &PaymentTransition{Moved: true, Payment: &settled, Order: &moved}, nil
+}
+
 // orderStatusOf is where a payment's order goes when the payment settles: a refund leaves it
 // paid.
 var orderStatusOf = map[string]string{PaymentSucceeded: OrderPaid, PaymentFailed: OrderPaymentFailed}

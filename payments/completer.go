@@ -87,7 +87,7 @@ func (c *Completer) RunOnce(ctx context.Context) (int, error) {
 			done++
 			continue
 		}
-		if _, err := c.Service.charge(ctx, ck.Key, c.Endpoints[ck.Endpoint], true); err != nil {
+		if _, err := c.Service.charge(ctx, ck.Key, c.Endpoints[ck.Endpoint], true, nil); err != nil {
 			log.WarnContext(ctx, "completer: operation still unresolved", "err", err)
 			journal(models.JournalCompleted, "unresolved: "+errorCode(err)+"; released for the next pass")
 			if !errors.Is(err, models.ErrLeaseLost) {

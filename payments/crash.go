@@ -7,7 +7,11 @@ import (
 
 // Crash points for failure drills (SHOP_CRASH_AT), in the order an operation reaches them.
 const (
-	CrashAfterKeyReserved   = "after_key_reserved"   // the key is ours; nothing else is written
+	// The key is decided ours; nothing is written. A fresh key's row is inserted by the first
+	// phase's transaction, so a crash here leaves no row at all: the retry finds the key
+	// absent and runs from the beginning at once, and the completer has nothing to drop. The
+	// drill checks exactly that: nothing half done, one order, one charge.
+	CrashAfterKeyReserved   = "after_key_reserved"
 	CrashAfterOrderCreated  = "after_order_created"  // order and pending payment are committed
 	CrashAfterGatewayCharge = "after_gateway_charge" // the gateway has answered; we recorded nothing
 	CrashBeforeResponse     = "before_response"      // the outcome is committed; the client has no answer

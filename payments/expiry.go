@@ -47,16 +47,15 @@ func (x *Expiry) RunOnce(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("order expiry: Hold must be positive, got %s", x.Hold)
 	}
 	cutoff := time.Now().Add(-x.Hold)
+	// The batch's events are written by one INSERT, in the transaction that expires it.
 	journal := func(tx *gorm.DB, expired []models.ExpiredOrder) error {
+		evs := make([]models.JournalEvent, 0, len(expired))
 		for _, o := range expired {
-			err := recordTx(x.Journal, tx, models.JournalEvent{TenantID: o.TenantID, OrderID: o.ID,
+			evs = append(evs, models.JournalEvent{TenantID: o.TenantID, OrderID: o.ID,
 				Actor: models.ActorShop, Kind: models.JournalExpiry,
 				Detail: fmt.Sprintf("expired: not paid within %s of its last attempt; %d units back in stock", x.Hold, o.Units)})
-			if err != nil {
-				return err
-			}
 		}
-		return nil
+		return recordTx(x.Journal, tx, evs...)
 	}
 	total := 0
 	for {

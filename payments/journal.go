@@ -12,18 +12,18 @@ import (
 // Journal records what operations, webhooks and workers did, for the ops view of an order.
 // *models.JournalStore is one. It is optional everywhere: a nil Journal records nothing.
 type Journal interface {
-	// RecordTx appends inside the transaction of the phase it describes.
-	RecordTx(tx *gorm.DB, ev models.JournalEvent) error
+	// RecordTx appends inside the transaction of the phase they describe, in one INSERT.
+	RecordTx(tx *gorm.DB, evs ...models.JournalEvent) error
 	// Record appends in a statement of its own, best effort; never call it with a
 	// transaction open (SQLite has one connection).
 	Record(ctx context.Context, ev models.JournalEvent)
 }
 
-func recordTx(j Journal, tx *gorm.DB, ev models.JournalEvent) error {
-	if j == nil {
+func recordTx(j Journal, tx *gorm.DB, evs ...models.JournalEvent) error {
+	if j == nil || len(evs) == 0 {
 		return nil
 	}
-	return j.RecordTx(tx, ev)
+	return j.RecordTx(tx, evs...)
 }
 
 func record(j Journal, ctx context.Context, ev models.JournalEvent) {

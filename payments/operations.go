@@ -50,18 +50,23 @@ type PaymentRequest struct {
 // payment_outcome_unknown (502/504), after which the key must be released so a retry
 // resumes; ErrLeaseLost.
 func (s *Service) Checkout(ctx context.Context, key Key, req CheckoutRequest) (models.Response, error) {
-	return s.run(ctx, key, OperationCheckout, func(ctx context.Context) error {
+	return s.run(ctx, key, OperationCheckout, func(ctx context.Context) (*held, error) {
 		pm, err := s.paymentMethod(ctx, req.CardNumber)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		return s.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var h *held
+		// The key's own INSERT, for a fresh key, is the first statement of this transaction
+		// (Key.Transaction): the reservation commits with the order or not at all.
+		err = key.Transaction(s.DB.WithContext(ctx), func(tx *gorm.DB) error {
 			order, err := models.CreateOrderTx(tx, req.Order)
 			if err != nil {
 				return err
 			}
-			return s.createPaymentTx(tx, key, order, pm)
+			h, err = s.createPaymentTx(tx, key, order, pm)
+			return err
 		})
+		return h, err
 	})
 }
 
@@ -70,31 +75,42 @@ func (s *Service) Checkout(ctx context.Context, key Key, req CheckoutRequest) (m
 // amount_mismatch when amount or currency differ from the order's, ErrOrderAlreadyPaid and
 // ErrPaymentInProgress (business outcomes, stored).
 func (s *Service) Pay(ctx context.Context, key Key, req PaymentRequest) (models.Response, error) {
-	return s.run(ctx, key, OperationPayment, func(ctx context.Context) error {
+	return s.run(ctx, key, OperationPayment, func(ctx context.Context) (*held, error) {
 		order, err := models.NewOrderStore(s.DB).Get(ctx, req.TenantID, req.OrderID)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if order.Status == models.OrderPaid {
-			return models.ErrOrderAlreadyPaid
+			return nil, models.ErrOrderAlreadyPaid
 		}
 		if req.Amount != order.Amount || req.Currency != order.Currency {
-			return models.ErrAmountMismatch.Msgf("the payment must be for the order total, %d %s", order.Amount, order.Currency).
+			return nil, models.ErrAmountMismatch.Msgf("the payment must be for the order total, %d %s", order.Amount, order.Currency).
 				WithFields(map[string]string{"amount": "must equal the order total"})
 		}
 		pm, err := s.paymentMethod(ctx, req.CardNumber)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		return s.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var h *held
+		err = key.Transaction(s.DB.WithContext(ctx), func(tx *gorm.DB) error {
 			// Read the order again inside the transaction: it may have been paid meanwhile.
 			current, err := models.GetOrderTx(tx, order.ID)
 			if err != nil {
 				return err
 			}
-			return s.createPaymentTx(tx, key, current, pm)
+			h, err = s.createPaymentTx(tx, key, current, pm)
+			return err
 		})
+		return h, err
 	})
+}
+
+// held is what the first phase wrote, kept so that the rest of the operation works from it
+// instead of reading it back: the order with its lines and payments, and the new payment.
+// A resumed operation (a takeover, the completer) holds nothing and reads them.
+type held struct {
+	order *models.Order
+	pay   *models.Payment
 }
 
 // run drives an operation through its phases, as rocket-rides-atomic's api.rb does: a loop
@@ -102,14 +118,16 @@ func (s *Service) Pay(ctx context.Context, key Key, req PaymentRequest) (models.
 // recovery point, and the last one with the answer. The two operations differ only in
 // createPayment, their first phase; a key that an earlier attempt (or a crashed process) left
 // further on resumes there.
-func (s *Service) run(ctx context.Context, key Key, op Operation, createPayment func(context.Context) error) (models.Response, error) {
+func (s *Service) run(ctx context.Context, key Key, op Operation, createPayment func(context.Context) (*held, error)) (models.Response, error) {
 	resumed := key.RecoveryPoint() != PointStarted
+	var h *held
 	for {
 		switch point := key.RecoveryPoint(); point {
 		case PointStarted:
 			s.crash(CrashAfterKeyReserved)
 			phaseCtx, span := startPhase(ctx, "create_payment", key)
-			err := createPayment(phaseCtx)
+			var err error
+			h, err = createPayment(phaseCtx)
 			endPhase(span, err)
 			if err != nil {
 				return models.Response{}, err
@@ -117,7 +135,7 @@ func (s *Service) run(ctx context.Context, key Key, op Operation, createPayment 
 			s.crash(CrashAfterOrderCreated)
 			// The key is at payment_created now: go round to the charge.
 		case PointPaymentCreated:
-			return s.charge(ctx, key, op, resumed)
+			return s.charge(ctx, key, op, resumed, h)
 		default:
 			return models.Response{}, fmt.Errorf("%s under key %q: no phase resumes at %q", op, keyName(key), point)
 		}
@@ -127,20 +145,18 @@ func (s *Service) run(ctx context.Context, key Key, op Operation, createPayment 
 // createPaymentTx ends the first phase: the pending payment with its derived gateway key,
 // linked to the idempotency key, and the recovery point payment_created — all in the caller's
 // transaction, so they commit with the order or not at all.
-func (s *Service) createPaymentTx(tx *gorm.DB, key Key, order *models.Order, pm GatewayPaymentMethod) error {
+func (s *Service) createPaymentTx(tx *gorm.DB, key Key, order *models.Order, pm GatewayPaymentMethod) (*held, error) {
 	pay, err := models.CreatePaymentTx(tx, models.NewPayment{
 		TenantID: order.TenantID, Order: order, PaymentMethodID: pm.ID, CardLast4: pm.Last4, CardBrand: pm.Brand,
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if err := key.LinkTx(tx, order.ID, pay.ID); err != nil {
-		return err
+	// The links and the recovery point in one UPDATE of the key's row.
+	if err := key.ProgressTx(tx, PointPaymentCreated, order.ID, pay.ID); err != nil {
+		return nil, err
 	}
-	if err := key.AdvanceTx(tx, PointPaymentCreated); err != nil {
-		return err
-	}
-	return recordTx(s.Journal, tx, models.JournalEvent{TenantID: order.TenantID, IdempotencyKey: keyName(key),
+	return &held{order: order, pay: pay}, recordTx(s.Journal, tx, models.JournalEvent{TenantID: order.TenantID, IdempotencyKey: keyName(key),
 		OrderID: order.ID, PaymentID: pay.ID, Actor: models.ActorDatabase, Kind: models.JournalPhase,
 		Detail: "payment_created: the order and a pending payment with its gateway key are committed; a retry asks the gateway before charging"})
 }
@@ -183,24 +199,30 @@ func plausibleCard(s string) bool {
 // answer recorded. A resumed attempt first asks the gateway what happened under the payment's
 // gateway key and charges only if nothing is there — always under that same derived key,
 // never a new one.
-func (s *Service) charge(ctx context.Context, key Key, op Operation, resumed bool) (models.Response, error) {
+func (s *Service) charge(ctx context.Context, key Key, op Operation, resumed bool, h *held) (models.Response, error) {
 	// From here on the work goes on if the client hangs up: a charge cut short by a closed
 	// tab would only turn a clean outcome into an unknown one. The gateway client has its own
 	// timeout, and every write is fenced on the key, so nothing runs away.
 	ctx = context.WithoutCancel(ctx)
 	ctx, span := startPhase(ctx, "charge", key)
 	defer span.End()
-	pay, err := models.NewPaymentStore(s.DB).Get(ctx, key.PaymentID())
-	if err != nil {
-		return models.Response{}, fmt.Errorf("resume payment of key: %w", err)
+	if h == nil {
+		// Resumed: the first phase ran in an earlier attempt; read what it wrote.
+		pay, err := models.NewPaymentStore(s.DB).Get(ctx, key.PaymentID())
+		if err != nil {
+			return models.Response{}, fmt.Errorf("resume payment of key: %w", err)
+		}
+		if pay.Status != models.PaymentPending {
+			return s.finish(ctx, key, op, settlement{paymentID: pay.ID}, nil)
+		}
+		h = &held{pay: pay}
 	}
-	if pay.Status != models.PaymentPending {
-		return s.finish(ctx, key, op, settlement{paymentID: pay.ID})
-	}
+	pay := h.pay
 	gatewayKey, lookUpFirst := s.Protections.chargeAttempt(pay, resumed)
 	var result ChargeResult
 	found := false
 	if lookUpFirst {
+		var err error
 		if result, found, err = s.lookUp(ctx, key, pay, gatewayKey); err != nil {
 			return models.Response{}, err
 		}
@@ -214,7 +236,7 @@ func (s *Service) charge(ctx context.Context, key Key, op Operation, resumed boo
 		s.crash(CrashAfterGatewayCharge)
 	}
 	s.noteCharge(ctx, key, pay, result, lookUpFirst, found)
-	return s.record(ctx, key, op, pay, result)
+	return s.record(ctx, key, op, h, result)
 }
 
 // lookUp asks the gateway what it holds under gatewayKey: the previous attempt may have
@@ -255,22 +277,23 @@ func (s *Service) journalGateway(ctx context.Context, key Key, pay *models.Payme
 
 // record turns the gateway's outcome into the last phase, or into the error that releases the
 // key with its progress.
-func (s *Service) record(ctx context.Context, key Key, op Operation, pay *models.Payment, result ChargeResult) (models.Response, error) {
+func (s *Service) record(ctx context.Context, key Key, op Operation, h *held, result ChargeResult) (models.Response, error) {
+	pay := h.pay
 	switch result.Outcome {
 	case OutcomeSucceeded:
-		return s.finish(ctx, key, op, settlement{paymentID: pay.ID, status: models.PaymentSucceeded, chargeID: result.Charge.ID})
+		return s.finish(ctx, key, op, settlement{paymentID: pay.ID, status: models.PaymentSucceeded, chargeID: result.Charge.ID}, h)
 	case OutcomeDeclined:
 		chargeID := ""
 		if result.Charge != nil {
 			chargeID = result.Charge.ID
 		}
 		return s.finish(ctx, key, op, settlement{paymentID: pay.ID, status: models.PaymentFailed, chargeID: chargeID,
-			declineCode: result.DeclineCode})
+			declineCode: result.DeclineCode}, h)
 	case OutcomeRejected:
 		// The gateway will never accept this request as it stands: the payment fails (402),
 		// and the customer may pay the order with another card.
 		s.logger().WarnContext(ctx, "gateway rejected the charge", "payment_id", pay.ID, "err", result.Err)
-		return s.finish(ctx, key, op, settlement{paymentID: pay.ID, status: models.PaymentFailed, declineCode: "processing_error"})
+		return s.finish(ctx, key, op, settlement{paymentID: pay.ID, status: models.PaymentFailed, declineCode: "processing_error"}, h)
 	case OutcomeNotCharged:
 		return models.Response{}, models.ErrGatewayUnavailable.Wrap(result.Err)
 	default:
@@ -316,11 +339,15 @@ type settlement struct {
 // effects if this call is the one that made it succeed, renders the answer and completes the
 // key with it (recovery point finished). A crash before the commit leaves the key at
 // payment_created, to be resumed; after it, the answer is stored and will be replayed.
-func (s *Service) finish(ctx context.Context, key Key, op Operation, outcome settlement) (models.Response, error) {
+//
+// h, when the first phase ran in this request, is the order and payment it wrote: the answer
+// is rendered from them, with the settlement applied, rather than read back (see
+// models.SettleHeldPaymentTx). The completer and a resumed request hold nothing and read.
+func (s *Service) finish(ctx context.Context, key Key, op Operation, outcome settlement, h *held) (models.Response, error) {
 	ctx, span := startPhase(ctx, "finish", key)
 	var resp models.Response
-	err := s.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		order, pay, err := s.settleTx(tx, outcome)
+	err := key.Transaction(s.DB.WithContext(ctx), func(tx *gorm.DB) error {
+		order, pay, err := s.settleTx(tx, outcome, h)
 		if err != nil {
 			return err
 		}
@@ -349,7 +376,7 @@ func (s *Service) finish(ctx context.Context, key Key, op Operation, outcome set
 // settleTx writes the outcome, and returns the order and payment as they now are. Only the
 // writer that moved the payment to succeeded enqueues its side effects: a webhook that got
 // there first already did.
-func (s *Service) settleTx(tx *gorm.DB, outcome settlement) (*models.Order, *models.Payment, error) {
+func (s *Service) settleTx(tx *gorm.DB, outcome settlement, h *held) (*models.Order, *models.Payment, error) {
 	if outcome.status == "" {
 		pay, err := models.GetPaymentTx(tx, outcome.paymentID)
 		if err != nil {
@@ -358,7 +385,13 @@ func (s *Service) settleTx(tx *gorm.DB, outcome settlement) (*models.Order, *mod
 		order, err := models.GetOrderTx(tx, pay.OrderID)
 		return order, pay, err
 	}
-	t, err := s.Protections.settleTx(tx, outcome.paymentID, outcome.status, outcome.chargeID, outcome.declineCode)
+	var t *models.PaymentTransition
+	var err error
+	if h != nil && h.order != nil {
+		t, err = s.Protections.settleHeldTx(tx, h.pay, h.order, outcome.status, outcome.chargeID, outcome.declineCode)
+	} else {
+		t, err = s.Protections.settleTx(tx, outcome.paymentID, outcome.status, outcome.chargeID, outcome.declineCode)
+	}
 	if err != nil {
 		return nil, nil, err
 	}

@@ -106,6 +106,15 @@ func (p Protections) settleTx(tx *gorm.DB, paymentID, status, chargeID, declineC
 	return models.OverwritePaymentStatusTx(tx, paymentID, status, chargeID, declineCode)
 }
 
+// settleHeldTx is settleTx for the operation that holds the payment and order it wrote
+// (models.SettleHeldPaymentTx). With monotonic_status off, the overwrite, which reads them back.
+func (p Protections) settleHeldTx(tx *gorm.DB, pay *models.Payment, order *models.Order, status, chargeID, declineCode string) (*models.PaymentTransition, error) {
+	if p.On(SwitchMonotonicStatus) {
+		return models.SettleHeldPaymentTx(tx, pay, order, status, chargeID, declineCode)
+	}
+	return models.OverwritePaymentStatusTx(tx, pay.ID, status, chargeID, declineCode)
+}
+
 // eventStatus is the payment status a webhook event of eventType reports, and whether the shop
 // handles the type at all. charge.pending reports nothing new (every payment starts pending);
 // with monotonic_status off it reports pending, which the overwrite then writes as it is.

@@ -16,7 +16,9 @@ import (
 // Recovery points of the checkout and payment operations. Each phase is one transaction that
 // does its work AND advances the point, so after a crash the point says exactly what exists.
 //
-//	started          the key is reserved; nothing else is written. A takeover starts afresh.
+//	started          the key is ours; nothing else is written. A fresh key is not even written:
+//	                 its row is inserted by the first phase's transaction. A takeover of a
+//	                 released key starts afresh.
 //	payment_created  the order (for checkout) and a pending payment with its derived gateway
 //	                 key are committed. The gateway may or may not have been called: a resumer
 //	                 first asks the gateway what happened under that key.
@@ -33,8 +35,12 @@ type Key interface {
 	RecoveryPoint() string
 	OrderID() string
 	PaymentID() string
+	// Transaction runs one phase: for a fresh key, the key's INSERT is its first statement.
+	Transaction(db *gorm.DB, fn func(tx *gorm.DB) error) error
 	AdvanceTx(tx *gorm.DB, point string) error
 	LinkTx(tx *gorm.DB, orderID, paymentID string) error
+	// ProgressTx is LinkTx and AdvanceTx in one UPDATE.
+	ProgressTx(tx *gorm.DB, point, orderID, paymentID string) error
 	CompleteTx(tx *gorm.DB, r models.Response) error
 }
 

@@ -345,7 +345,7 @@ func (t *Triage) settleStuck(ctx context.Context, order *models.Order, charges [
 	d.Gateway = "under the payment's key: " + describeCharges(underKey)
 
 	if req.Outcome == SettleResume {
-		if _, err := t.Service.charge(ctx, ck.Key, t.Endpoints[ck.Endpoint], true); err != nil {
+		if _, err := t.Service.charge(ctx, ck.Key, t.Endpoints[ck.Endpoint], true, nil); err != nil {
 			if !errors.Is(err, models.ErrLeaseLost) {
 				release()
 			}

@@ -38,7 +38,10 @@ func dispositionOf(status int) disposition {
 }
 
 // runOwned runs the handler while the request owns key, then stores, forgets or releases it.
-func (m *Middleware) runOwned(c echo.Context, handler echo.HandlerFunc, key models.OwnedKey, j keyJournal) Answer {
+// reserved is the journal event of a fresh key's reservation: it is recorded once the key is
+// known to be ours, that is unless the key's INSERT lost to another request's (ErrKeyTaken,
+// which the caller answers by deciding again).
+func (m *Middleware) runOwned(c echo.Context, handler echo.HandlerFunc, key models.OwnedKey, j keyJournal, reserved models.JournalEvent) Answer {
 	defer m.settled(c, j, key, time.Now()) // last, once the disposition has committed: wake the waiters
 	req := c.Request()
 	ctx, cancel := context.WithCancel(req.Context())
@@ -65,6 +68,14 @@ func (m *Middleware) runOwned(c echo.Context, handler echo.HandlerFunc, key mode
 		j.record(cleanupCtx, models.JournalDisposition, key.OrderID(), "released: "+detail)
 	}
 
+	if errors.Is(err, models.ErrKeyTaken) {
+		// Another request inserted this key first; our transaction rolled back, so nothing
+		// of ours exists to store, forget or release.
+		return Answer{Err: models.ErrKeyTaken}
+	}
+	if key.Attempts() == 1 && reserved.Detail != "" {
+		j.recordEvent(cleanupCtx, models.JournalReservation, reserved)
+	}
 	if panicked != nil {
 		// The work may be half done: keep the progress, free the key, and let the router's
 		// Recover middleware answer 500.
@@ -104,7 +115,13 @@ func (m *Middleware) runOwned(c echo.Context, handler echo.HandlerFunc, key mode
 	}
 	switch disposition {
 	case store:
-		if cerr := key.Complete(cleanupCtx, *answer); cerr != nil {
+		cerr := key.Complete(cleanupCtx, *answer)
+		if errors.Is(cerr, models.ErrKeyTaken) {
+			// A fresh key whose operation wrote nothing (its transaction rolled back, as for
+			// out_of_stock): another request made the key meanwhile. Its outcome decides.
+			return Answer{Err: models.ErrKeyTaken}
+		}
+		if cerr != nil {
 			// The answer could not be stored. Release so that a retry is not stuck with 409;
 			// the operation's own guards (conditional updates, unique constraints) remain.
 			released(fmt.Sprintf("the answer %d could not be stored; progress kept at %s", answer.Status, key.RecoveryPoint()))

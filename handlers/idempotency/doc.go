@@ -29,7 +29,16 @@
 // A key is absent (no row), in progress (one request holds it with a lease) or completed (its
 // answer is stored). Reservation is ONE atomic INSERT … ON CONFLICT DO NOTHING
 // (models.IdempotencyStore.Reserve): never "SELECT, then INSERT if missing", which lets two
-// requests both run. The owner's lease is renewed every lease/3 while its handler works
+// requests both run.
+//
+// The middleware does read the key first — but the read decides only what an existing key
+// allows (replay, 409, 422, takeover). An absent key is not written by the middleware: its
+// INSERT is the first statement of the operation's first transaction (or, for POST /orders,
+// the completing write of the order's only transaction), so the reservation costs no commit
+// of its own. Two requests that both read "absent" both start, and the unique index on
+// (tenant, key) lets exactly one INSERT commit; the other's transaction rolls back with
+// everything it did (models.ErrKeyTaken) and the middleware decides again, finding the
+// winner's key: 409 in progress, or the replay. See models.IdempotencyKey. The owner's lease is renewed every lease/3 while its handler works
 // (renewer.go); an owner that crashed stops renewing, and after one lease a retry takes the key
 // over and resumes from the key's recovery point. Every write of the owner is fenced on its
 // lock token, so an owner that wakes up after a takeover can no longer write.

@@ -146,6 +146,9 @@ func (a Answer) Send(c echo.Context) error {
 // After the handler the key is stored, forgotten or released (see disposition). If the store
 // is down, the answer is 503 and nothing runs.
 func (m *Middleware) Run(c echo.Context, decode Decoder, handler echo.HandlerFunc) Answer {
+	if forgets(m.Store) {
+		return m.runForgetful(c, decode, handler)
+	}
 	key, err := keyHeader(c.Request().Header)
 	if err != nil {
 		return Answer{Err: err}
@@ -159,21 +162,32 @@ func (m *Middleware) Run(c echo.Context, decode Decoder, handler echo.HandlerFun
 	if tenant == "" || principal == "" {
 		return Answer{Err: errors.New("idempotency middleware mounted without authentication")}
 	}
-	ctx := c.Request().Context()
 	rr := models.ReserveRequest{
 		TenantID: tenant, Key: key, Principal: principal,
 		Endpoint: c.Request().Method + " " + c.Path(), Fingerprint: fp.Hash, Params: fp.Params,
-		Lease: m.Lease,
+		Lease: m.Lease, Deferred: true,
 	}
+	return m.reserve(c, handler, rr, keyJournal{j: m.Journal, tenant: tenant, key: key}, 1)
+}
+
+// reserve decides what the key's state allows and, if the request owns the key, runs handler.
+//
+// The decision is a READ (rr.Deferred): a fresh key is not written here but by the first
+// transaction of the operation, whose first statement is the key's INSERT (see
+// models.IdempotencyKey). If another request with the same key got its INSERT in first, that
+// transaction rolls back with ErrKeyTaken and we decide again, now finding the winner's key:
+// in progress (409) or completed (the replay). A second lost race in a row answers 409.
+func (m *Middleware) reserve(c echo.Context, handler echo.HandlerFunc, rr models.ReserveRequest, j keyJournal, round int) Answer {
+	ctx := c.Request().Context()
+	decidedAt := time.Now().UTC()
 	res, err := m.Store.Reserve(ctx, rr)
 	if err == nil && res.Outcome == models.InProgress {
-		res, err = m.holdForOwner(c, rr, res) // if it asked to wait (Prefer: wait)
+		res, err = m.holdForOwner(c, rr, res) // if it asked to wait (Prefer: wait, wait.go)
 	}
 	if err != nil {
 		// The cause is attached for the log; nothing ran, so a retry is safe.
 		return Answer{Err: models.ErrServiceUnavailable.Wrap(err)}
 	}
-	j := keyJournal{j: m.Journal, tenant: tenant, key: key}
 	switch res.Outcome {
 	case models.Replay:
 		m.Metrics.count("replayed")
@@ -189,12 +203,49 @@ func (m *Middleware) Run(c echo.Context, decode Decoder, handler echo.HandlerFun
 		j.record(ctx, models.JournalReservation, "", "in_progress: another request holds the key; 409 with Retry-After "+wait+"s")
 		return Answer{Err: models.ErrRequestInProgress, RetryAfter: wait}
 	}
-	how := "a new key"
+	reserved := models.JournalEvent{At: decidedAt, OrderID: res.Key.OrderID(),
+		Detail: fmt.Sprintf("reserved: a new key (attempt %d); its row commits with the operation's first transaction", res.Key.Attempts())}
 	if res.Key.Attempts() > 1 {
-		how = "taken over, resuming at " + res.Key.RecoveryPoint()
+		// A takeover wrote the key already (its compare-and-set): journal it now, so that
+		// the timeline shows the resumption even if this request dies next.
+		reserved.Detail = fmt.Sprintf("reserved: taken over, resuming at %s (attempt %d)", res.Key.RecoveryPoint(), res.Key.Attempts())
+		j.recordEvent(ctx, models.JournalReservation, reserved)
 	}
-	j.record(ctx, models.JournalReservation, res.Key.OrderID(), fmt.Sprintf("reserved: %s (attempt %d)", how, res.Key.Attempts()))
-	return m.runOwned(c, handler, res.Key, j)
+	answer := m.runOwned(c, handler, res.Key, j, reserved)
+	if !errors.Is(answer.Err, models.ErrKeyTaken) {
+		return answer
+	}
+	// Our INSERT lost to another request's: nothing of ours committed. Look again.
+	if round < 2 {
+		return m.reserve(c, handler, rr, j, round+1)
+	}
+	m.Metrics.count("conflict")
+	return Answer{Err: models.ErrRequestInProgress, RetryAfter: "1"}
+}
+
+// forgetful is a Store that keeps no keys at all: the lab's true baseline
+// (models.ForgetfulReservations).
+type forgetful interface{ Forgets() bool }
+
+func forgets(s Store) bool {
+	f, ok := s.(forgetful)
+	return ok && f.Forgets()
+}
+
+// runForgetful runs handler the way a shop without idempotency keys would: the header is not
+// required, and ignored if present; nothing is read, written or journaled about a key. The
+// handler still gets a key handle (in memory only), so the operation runs the same phases.
+func (m *Middleware) runForgetful(c echo.Context, decode Decoder, handler echo.HandlerFunc) Answer {
+	req, fp, err := decode(c)
+	if err != nil {
+		return Answer{Err: err}
+	}
+	c.Set(ctxRequest, req)
+	res, err := m.Store.Reserve(c.Request().Context(), models.ReserveRequest{Params: fp.Params, Lease: m.Lease})
+	if err != nil {
+		return Answer{Err: models.ErrServiceUnavailable.Wrap(err)}
+	}
+	return m.runOwned(c, handler, res.Key, keyJournal{}, models.JournalEvent{})
 }
 
 // keyHeader returns the request's key, or why it is not acceptable.
@@ -226,8 +277,13 @@ type keyJournal struct {
 }
 
 func (k keyJournal) record(ctx context.Context, kind, orderID, detail string) {
+	k.recordEvent(ctx, kind, models.JournalEvent{OrderID: orderID, Detail: detail})
+}
+
+// recordEvent records ev (its At, OrderID and Detail) as the shop's event of kind.
+func (k keyJournal) recordEvent(ctx context.Context, kind string, ev models.JournalEvent) {
 	if k.j != nil {
-		k.j.Record(ctx, models.JournalEvent{TenantID: k.tenant, IdempotencyKey: k.key, OrderID: orderID,
-			Actor: models.ActorShop, Kind: kind, Detail: detail})
+		ev.TenantID, ev.IdempotencyKey, ev.Actor, ev.Kind = k.tenant, k.key, models.ActorShop, kind
+		k.j.Record(ctx, ev)
 	}
 }

@@ -223,7 +223,7 @@ var Scenarios = append([]Scenario{
 	{
 		Name: "crash_after_key_reserved", Title: "Process crash after the key is reserved", Family: FamilyCrash,
 		RealLife:  "The shop process dies (an OOM kill, a deploy, a lost machine) just after it reserved the key, before it wrote anything else. The client's connection drops; it retries.",
-		Mechanism: "The key's lease: the dead owner stops renewing it, and after one lease the key is free again. The completer drops the unstarted operation (or the retry takes the key over), and the retry runs it from the beginning: nothing else was written. Without server idempotency the retry also just runs as new: harmless here, because nothing had happened yet. That is the boundary.",
+		Mechanism: "The folded reservation: a fresh key's row is inserted by the first phase's transaction, so a crash before it leaves nothing at all — no key, no order. The retry finds the key absent and runs the operation from the beginning, at once. Without server idempotency the retry also just runs as new: harmless here, because nothing had happened yet. That is the boundary.",
 		Switch:    payments.SwitchServerIdempotency, Breaks: "", PaidOrders: 1,
 		CrashAt: payments.CrashAfterKeyReserved,
 		Links:   []string{"models/idempotency.go", "payments/crash.go", "docs/failure-modes.md"},
@@ -232,8 +232,8 @@ var Scenarios = append([]Scenario{
 	{
 		Name: "crash_after_order_created", Title: "Process crash after the order is created", Family: FamilyCrash,
 		RealLife:  "The shop dies after it committed the order and its pending payment, before it called the gateway. The client retries.",
-		Mechanism: "The recovery point: the order, the pending payment and payment_created commit together, linked to the key. Once the dead owner's lease has run out, the completer (or the retry, whichever comes first) resumes there: it asks the gateway and charges once; the retry gets that order. Without server idempotency the retry places a second order and pays it, and the first order is charged too when its abandoned operation is resumed.",
-		Switch:    payments.SwitchServerIdempotency, Breaks: PaidOrders, PaidOrders: 1,
+		Mechanism: "The recovery point: the order, the pending payment and payment_created commit together, linked to the key. Once the dead owner's lease has run out, the completer (or the retry, whichever comes first) resumes there: it asks the gateway and charges once; the retry gets that order. Without server idempotency nothing remembers the first attempt: the retry places a second order and pays it, and the first order is never charged — it stays unpaid, holding its stock, until it expires. No double charge, because the crash came before the charge: that is the boundary (crash_before_response is the one that charges twice).",
+		Switch:    payments.SwitchServerIdempotency, Breaks: "", PaidOrders: 1,
 		CrashAt: payments.CrashAfterOrderCreated,
 		Links:   []string{"payments/operations.go", "payments/completer.go", "docs/idempotency.md"},
 		Steps:   crashSteps("crash-order"),

@@ -192,6 +192,8 @@ type target struct {
 	// shop died (crash scenarios only).
 	restart func(context.Context) (time.Time, error)
 	crashAt string
+	// keepsNoKeys: the shop runs with server_idempotency off, so there is no key to reap.
+	keepsNoKeys bool
 	// settleWithin bounds the wait for background work after the steps: a lab stack's
 	// leases and intervals are short, a running shop's are production's (a 30s lease).
 	settleWithin time.Duration
@@ -237,7 +239,7 @@ func (r *Runner) startStack(ctx context.Context, p payments.Protections) (*targe
 	}
 	client, closeIdle := newHTTPClient()
 	return &target{shop: st.URL(), gateway: st.GatewayURL(), apiKeys: cfg.APIKeys, controlToken: cfg.GatewayControlToken,
-		db: st.DB(), http: client, settleWithin: 10 * time.Second,
+		db: st.DB(), http: client, settleWithin: 10 * time.Second, keepsNoKeys: !p.On(payments.SwitchServerIdempotency),
 		close: func() {
 			closeIdle()
 			st.Close()
