@@ -57,6 +57,12 @@ func newShop(tb testing.TB, db *gorm.DB) *shop {
 		return nil, fp, err
 	}
 	e.POST("/api/v1/op", func(c echo.Context) error {
+		// The middleware only reads the key; a fresh key is written by the operation's first
+		// transaction. This operation has none, so it writes its key first (Claim), as the
+		// triage actions do: from then on a duplicate finds the key in progress while op runs.
+		if err := idempotency.KeyOf(c).Claim(c.Request().Context()); err != nil {
+			return err
+		}
 		n := s.runs.Add(1)
 		s.mu.Lock()
 		op := s.op
