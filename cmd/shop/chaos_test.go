@@ -20,6 +20,7 @@ import (
 // makes a new key per retry, the reconciliation report lists suspected duplicate purchases.
 // The counts are small enough for the suite; docs/benchmarks.md has the big run's figures.
 func TestChaos(t *testing.T) {
+	t.Parallel() // TestLab and TestChaos run side by side, after the other tests: see TestMain
 	for _, dialect := range []string{models.SQLite, models.Postgres} {
 		t.Run(dialect, func(t *testing.T) {
 			t.Parallel()

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"maps"
@@ -10,6 +11,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -131,11 +134,27 @@ func mustShopBinary(tb testing.TB) string {
 }
 
 func TestMain(m *testing.M) {
+	// This package's long tests (the lab's scenarios, chaos) mostly wait: for leases to run
+	// out, webhooks to arrive, a killed shop to restart. go test runs only GOMAXPROCS parallel
+	// tests at once (2 here), so they would queue behind each other while the CPUs idle; let
+	// the four dialect runs of TestLab and TestChaos (parallel tests, which run once the others
+	// are done) overlap. An explicit -parallel wins.
+	flag.Parse()
+	if !flagSet("test.parallel") {
+		flag.Set("test.parallel", strconv.Itoa(max(4, runtime.GOMAXPROCS(0))))
+	}
 	code := m.Run()
 	if binDir != "" {
 		os.RemoveAll(binDir)
 	}
 	os.Exit(code)
+}
+
+// flagSet reports whether the flag called name was given on the command line.
+func flagSet(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 // testLab is the failure lab as `shop lab` builds it, on databaseURL ("" for a fresh SQLite

@@ -26,6 +26,7 @@ import (
 // scenario, with the shop as a child process that really dies. The two databases run side by side; the runs of one database run
 // one after the other, since most of a run is waiting (leases, webhook delays).
 func TestLab(t *testing.T) {
+	t.Parallel() // TestLab and TestChaos run side by side, after the other tests: see TestMain
 	for _, dialect := range []string{models.SQLite, models.Postgres} {
 		t.Run(dialect, func(t *testing.T) {
 			t.Parallel()

@@ -398,7 +398,7 @@ func (r *Runner) startCrashTarget(ctx context.Context, p payments.Protections, c
 	client, closeIdle := newHTTPClient()
 	return &target{shop: s.Shop.URL(), gateway: s.Gateway.URL(), apiKeys: s.APIKeys, controlToken: s.ControlToken,
 		db: s.DB, http: client,
-		restart: s.Restart, crashAt: crashAt,
+		restart: s.Restart, crashAt: crashAt, keepsNoKeys: !p.On(payments.SwitchServerIdempotency),
 		// Longer than a plain stack's: a receipt job the killed shop had taken runs again only
 		// once the new shop leads the job queue (the dead leader's term lasts 15 s) and the
 		// rescuer finds it (JOB_RESCUE_AFTER).

@@ -64,8 +64,11 @@ func (t *target) settle(ctx context.Context, since time.Time, email string) stri
 				unsettled = append(unsettled, "order "+o.ID+" is paid and waits for its receipt")
 			}
 			for _, p := range o.Payments {
-				// Pending with no charge recorded: the outcome is still to be found out.
-				if p.Status == models.PaymentPending && p.GatewayChargeID == nil {
+				// Pending with no charge recorded: the outcome is still to be found out — by a
+				// retry or the completer, resuming the payment's key. A shop that keeps no keys
+				// (server_idempotency off) has nothing to resume: such a payment stays pending
+				// until its order expires, and waiting for it would only run out the clock.
+				if p.Status == models.PaymentPending && p.GatewayChargeID == nil && !t.keepsNoKeys {
 					unsettled = append(unsettled, "payment "+p.ID+" is pending, its outcome not yet found out")
 				}
 			}

@@ -67,6 +67,9 @@ var labEnv = map[string]string{
 	"COMPLETER_INTERVAL": "200ms",
 	"JOB_RESCUE_AFTER":   "4s", // a receipt job taken by a killed shop runs again soon
 	"LOG_LEVEL":          "warn",
+	// A lab stack serves a handful of requests at a time, and several run at once (chaos runs
+	// three replicas) against one PostgreSQL server, whose default is 100 connections.
+	"DB_POOL_SIZE": "8",
 }
 
 // Scenarios lists the catalogue (handlers.LabRunner).
