@@ -14,6 +14,7 @@ import (
 // wait out pg_stat's flush delay, about 35 s, too long for the suite; `shop bench
 // --database-url` is run by hand, see docs/benchmarks.md.)
 func TestBenchJSON(t *testing.T) {
+	t.Parallel() // mostly waiting: it runs beside TestLab and TestChaos (see TestMain)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var out strings.Builder

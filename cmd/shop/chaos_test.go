@@ -74,6 +74,7 @@ func TestChaos(t *testing.T) {
 // TestChaosCommand: `shop lab chaos --json` prints the run with the documented fields and
 // returns nil when the verdict is the expected one; a bad flag is an error.
 func TestChaosCommand(t *testing.T) {
+	t.Parallel() // mostly waiting: it runs beside TestLab and TestChaos (see TestMain)
 	lab := testLab(t, "")
 	var out, errOut bytes.Buffer
 	err := lab.Command(context.Background(), []string{"chaos", "--seed", "3", "--purchases", "40", "--replicas", "2", "--json"}, &out, &errOut)

@@ -41,6 +41,7 @@ func crashGateway(st *labrun.CrashStack) testGateway {
 // exactly one final outcome — once through a client retry with the same key, and once through
 // the completer alone with no client at all.
 func TestCrashDrills(t *testing.T) {
+	t.Parallel() // mostly waiting: it runs beside TestLab and TestChaos (see TestMain)
 	for _, dialect := range modelstest.Dialects {
 		t.Run(dialect, func(t *testing.T) {
 			for _, point := range payments.CrashPoints {

@@ -136,6 +136,7 @@ func TestLabAgainstRunningShop(t *testing.T) {
 // table and --timeline fit 100 columns, with the stacks' logs kept off stdout; -h of the
 // program and of every lab command exits 0 (flag.ErrHelp) and lists what exists.
 func TestLabCLI(t *testing.T) {
+	t.Parallel() // mostly waiting: it runs beside TestLab and TestChaos (see TestMain)
 	var out bytes.Buffer
 	if err := run(context.Background(), []string{"lab", "run", "--json", "lost_response"}, envOf(nil), &out); err != nil {
 		t.Fatalf("lab run --json: %v\n%s", err, out.String())
