@@ -411,7 +411,7 @@ func TestOrdersFencing(t *testing.T) {
 // no key row, so a retry meanwhile is not refused: it runs, and the unique index decides. The
 // first to commit wins; the slow one ends with the winner's answer. One order either way.
 // (A key that was written — a checkout past its first phase — is kept alive by its renewals;
-// see TestCheckoutSlowOwnerKeepsKey.)
+// see TestSlowOwnerKeepsItsKey in handlers/idempotency.)
 func TestOrdersSlowOwnerKeepsNothing(t *testing.T) {
 	modelstest.ForEachDialect(t, func(t *testing.T, db *gorm.DB) {
 		a := MustAPI(t, db, 150*time.Millisecond)
